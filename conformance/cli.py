@@ -1,0 +1,104 @@
+"""ipc-conformance: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+
+def _manifest_extract(args: argparse.Namespace) -> int:
+    from .manifest import save_manifest
+    from .manifest.extract import UnsupportedTypeError, extract
+
+    try:
+        manifest = extract(
+            args.module,
+            roots=args.root,
+            imports=args.imports,
+            union_attr=args.union_attr,
+            implementation=args.implementation,
+            version=args.version,
+            array_typecode=args.array_typecode,
+        )
+    except UnsupportedTypeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.out:
+        save_manifest(manifest, args.out)
+        print(f"wrote {args.out}: {len(manifest.structs)} structs, {len(manifest.messages)} messages, "
+              f"{len(manifest.enums)} enums", file=sys.stderr)
+    else:
+        sys.stdout.buffer.write(manifest.to_json())
+    return 0
+
+
+def _codegen(args: argparse.Namespace) -> int:
+    from .codegen import generate
+    from .manifest import load_manifest
+
+    source = generate(load_manifest(args.manifest))
+    if args.check:
+        current = Path(args.out).read_text() if args.out and Path(args.out).exists() else ""
+        if current != source:
+            print(f"{args.out} is stale: run `ipc-conformance codegen {args.manifest} --out {args.out}`",
+                  file=sys.stderr)
+            return 1
+        return 0
+    if args.out:
+        Path(args.out).write_text(source)
+    else:
+        sys.stdout.write(source)
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .runner import run
+
+    return run(impl=args.impl, transport=args.transport, manifest=args.manifest, report=args.report,
+               pytest_args=args.pytest_args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ipc-conformance", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    manifest = sub.add_parser("manifest", help="wire manifests").add_subparsers(dest="manifest_command", required=True)
+    ex = manifest.add_parser("extract", help="build a manifest from an importable module of msgspec structs")
+    ex.add_argument("module", help="e.g. sglang.srt.managers.io_struct")
+    ex.add_argument("--out", help="write here instead of stdout")
+    ex.add_argument("--import", dest="imports", action="append", default=[],
+                    help="also import this module first (it registers custom types); repeatable")
+    ex.add_argument("--root", action="append", default=[],
+                    help="message base class in MODULE (default: its tagged root structs); repeatable")
+    ex.add_argument("--union-attr", default="_all_types",
+                    help="module attribute listing the types registered for the top-level union")
+    ex.add_argument("--implementation", help="name in the manifest (default: top-level package)")
+    ex.add_argument("--version", help="version in the manifest (default: the distribution's)")
+    ex.add_argument("--array-typecode", help="typecode of array.array fields, when the module fixes one (q)")
+    ex.set_defaults(func=_manifest_extract)
+
+    cg = sub.add_parser("codegen", help="generate a Python module of structs from a manifest")
+    cg.add_argument("manifest", help="manifest file or bundled id (sglang-0.5.23)")
+    cg.add_argument("--out", help="write here instead of stdout")
+    cg.add_argument("--check", action="store_true", help="exit 1 when --out differs from what would be generated")
+    cg.set_defaults(func=_codegen)
+
+    run = sub.add_parser("run", help="run the conformance suite against an implementation")
+    run.add_argument("--impl", default="reference", help="implementation under test (default: reference)")
+    run.add_argument("--transport", choices=["pickle", "msgpack", "both"], default="both")
+    run.add_argument("--manifest", default="sglang-0.5.23", help="manifest the catalogue is checked against")
+    run.add_argument("--report", help="write JSON results (one record per check) here")
+    run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
+    run.set_defaults(func=_run)
+    return parser
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

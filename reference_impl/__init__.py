@@ -1,0 +1,1 @@
+"""Reference implementation of the SGLang-style IPC wire format and serving engine."""

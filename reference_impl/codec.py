@@ -1,0 +1,403 @@
+"""The reference codec: one API, two transports (pickle | msgpack).
+
+    encode(obj, transport="msgpack") -> bytes
+    decode(data, transport="msgpack", *, allow_pickle=False) -> object
+
+msgpack messages are the tagged array_like structs of reference_impl.io_struct
+(a top-level union of every message type) or a top-level primitive. Opaque
+fields travel as PickleWrapper; decode unwraps them, refusing untrusted peers.
+Everything that fails raises WireError, naming transport, struct and field.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import os
+import pickle
+import re
+import threading
+from typing import Any, Iterable, Optional, Sequence, Union
+
+import msgspec
+import msgspec.inspect as mi
+import torch
+
+from . import ext, io_struct
+from .errors import WireError
+from .io_struct import PickleWrapper
+from .pickle_wrapper import map_wrapped, opaque_fields, unwrap_value, wrap
+
+__all__ = [
+    "TRANSPORTS", "WireError", "decode", "decode_frames", "default_transport", "encode",
+    "encode_frames", "message_types", "register_custom_types", "unwrap", "wrap_fields",
+]
+
+TRANSPORTS = ("pickle", "msgpack")
+PRIMITIVES = (int, float, bool, bytes, str, type(None))
+# Tensors at least this large go in their own frame on the opt-in multipart path.
+OOB_THRESHOLD = 1 << 20
+
+
+def default_transport() -> str:
+    """IPC_TRANSPORT=pickle|msgpack; SGLANG_USE_PICKLE_IPC=1 is honoured too. Default msgpack."""
+    chosen = os.environ.get("IPC_TRANSPORT")
+    if chosen is None:
+        chosen = "pickle" if os.environ.get("SGLANG_USE_PICKLE_IPC") == "1" else "msgpack"
+    return _check_transport(chosen)
+
+
+def _check_transport(transport: Optional[str]) -> str:
+    if transport is None:
+        return default_transport()
+    if transport not in TRANSPORTS:
+        raise ValueError(f"unknown transport {transport!r}; choose one of {', '.join(TRANSPORTS)}")
+    return transport
+
+
+# -- the catalogue ----------------------------------------------------------------
+def _subclasses(cls: type) -> list[type]:
+    out = []
+    for sub in cls.__subclasses__():
+        out.append(sub)
+        out.extend(_subclasses(sub))
+    return out
+
+
+_frames = threading.local()
+
+
+def _current_frames() -> Optional[Sequence[Any]]:
+    return getattr(_frames, "value", None)
+
+
+class _Catalogue:
+    """Every message type: subclasses of the roots at any depth, PickleWrapper, and
+    registered custom types. Rediscovered when a tag is unknown, so subclasses
+    defined after start-up still decode."""
+
+    def __init__(self) -> None:
+        self.custom: list[type] = list(io_struct.CUSTOM_MESSAGE_TYPES)
+        self.refresh()
+
+    def discover(self) -> tuple[type, ...]:
+        found = [s for root in io_struct.MESSAGE_ROOTS for s in _subclasses(root)]
+        return tuple(dict.fromkeys(found + [PickleWrapper] + self.custom))
+
+    def refresh(self) -> bool:
+        types = self.discover()
+        if getattr(self, "types", None) == types:
+            return False
+        self.types = types
+        self.type_set = frozenset(types)
+        self.by_tag = {t.__struct_config__.tag: t for t in types}
+        union = Union[types + (int, float, bool, bytes, None)]  # type: ignore[valid-type]
+        self.decoder = msgspec.msgpack.Decoder(union, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())
+        self.frames_decoder = msgspec.msgpack.Decoder(
+            union, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook(_current_frames)
+        )
+        return True
+
+
+_catalogue = _Catalogue()
+_encoder = msgspec.msgpack.Encoder(enc_hook=ext.enc_hook)
+_str_decoder = msgspec.msgpack.Decoder(str)
+
+
+def message_types() -> tuple[type, ...]:
+    _catalogue.refresh()
+    return _catalogue.types
+
+
+def register_custom_types(*types: type) -> None:
+    """Add struct types to the top-level union (like upstream's hook_custom_types)."""
+    for t in types:
+        if not (isinstance(t, type) and issubclass(t, msgspec.Struct) and t.__struct_config__.tag is not None):
+            raise TypeError(f"{t!r} is not a tagged msgspec Struct")
+        if t not in _catalogue.custom:
+            _catalogue.custom.append(t)
+    _catalogue.refresh()
+
+
+# -- PickleWrapper fields ---------------------------------------------------------
+def wrap_fields(obj: Any) -> Any:
+    """A copy of obj whose PickleWrapper-typed fields hold PickleWrappers (sender side).
+    The caller's object is never modified."""
+    if not isinstance(obj, msgspec.Struct) or not opaque_fields(type(obj)):
+        return obj
+    return map_wrapped(_deep_struct_copy(obj), lambda v, s, p: wrap(v))
+
+
+def _deep_struct_copy(obj: Any) -> Any:
+    """Copy the struct skeleton along PickleWrapper-bearing fields only (leaves shared)."""
+    if isinstance(obj, msgspec.Struct):
+        new = copy.copy(obj)
+        for name in opaque_fields(type(obj)):
+            value = getattr(obj, name)
+            if value is not None:
+                msgspec.structs.force_setattr(new, name, _deep_struct_copy(value))
+        return new
+    if isinstance(obj, list):
+        return [_deep_struct_copy(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: _deep_struct_copy(v) for k, v in obj.items()}
+    return obj
+
+
+def unwrap(
+    obj: Any,
+    *,
+    allow_pickle: bool = False,
+    transport: str = "msgpack",
+    trusted_globals: Iterable[tuple[str, str]] = (),
+) -> Any:
+    """Receive side: replace every PickleWrapper (top level or in a typed field) by its
+    object. Idempotent. Refuses with WireError unless the peer is trusted."""
+
+    def open_wrapper(value: Any, struct: str, path: str) -> Any:
+        if not isinstance(value, PickleWrapper):
+            return value  # already unwrapped (pickle transport, or a second call)
+        return unwrap_value(value, allow_pickle=allow_pickle, transport=transport,
+                            where=(struct or "PickleWrapper", path), trusted_globals=trusted_globals)
+
+    return map_wrapped(obj, open_wrapper)
+
+
+# -- encode -----------------------------------------------------------------------
+def _check_top_level(obj: Any, transport: str) -> None:
+    if isinstance(obj, msgspec.Struct):
+        if type(obj) not in _catalogue.type_set:
+            _catalogue.refresh()  # a subclass defined after start-up
+        if type(obj) not in _catalogue.type_set:
+            raise WireError(transport, f"struct {type(obj).__name__} is not in the message catalogue; "
+                            "register it with register_custom_types()", direction="encode")
+    elif not isinstance(obj, PRIMITIVES):
+        raise WireError(transport, f"a top-level {type(obj).__name__} cannot be a message; "
+                        "send a struct of the catalogue or a primitive", direction="encode")
+
+
+class _Pickler(pickle.Pickler):
+    def reducer_override(self, obj: Any) -> Any:
+        # Gradients never travel (msgpack has no room for them): both transports agree.
+        if isinstance(obj, torch.Tensor) and obj.requires_grad:
+            return torch.Tensor.detach, (obj.detach(),)
+        return NotImplemented
+
+
+def _pickle_dumps(obj: Any) -> bytes:
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
+def encode(obj: Any, transport: Optional[str] = None) -> bytes:
+    transport = _check_transport(transport)
+    _check_top_level(obj, transport)
+    if transport == "pickle":
+        try:
+            return _pickle_dumps(obj)
+        except Exception as exc:
+            raise _encode_error(obj, transport, exc) from None
+    wrapped = wrap_fields(obj)
+    try:
+        return _encoder.encode(wrapped)
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
+        raise _encode_error(wrapped, transport, exc) from None
+
+
+def _encode_error(obj: Any, transport: str, exc: Exception) -> WireError:
+    if isinstance(exc, WireError):
+        return WireError(transport, exc.reason, struct=type(obj).__name__, path=_locate_failure(obj, transport) or "",
+                         direction="encode")
+    path = _locate_failure(obj, transport)
+    return WireError(transport, f"{type(exc).__name__}: {exc}", struct=type(obj).__name__ if isinstance(obj, msgspec.Struct) else None,
+                     path=path or "", direction="encode")
+
+
+def _locate_failure(obj: Any, transport: str, path: str = "") -> Optional[str]:
+    """Slow path, on errors only: the deepest field path whose value fails to encode."""
+    enc = _pickle_dumps if transport == "pickle" else _encoder.encode
+    children: Sequence[tuple[str, Any]] = ()
+    if isinstance(obj, msgspec.Struct):
+        children = [(f".{n}", getattr(obj, n)) for n in obj.__struct_fields__]
+    elif isinstance(obj, (list, tuple)):
+        children = [(f"[{i}]", v) for i, v in enumerate(obj)]
+    elif isinstance(obj, dict):
+        children = [(f"[{k!r}]", v) for k, v in obj.items()] + [(f"<key {k!r}>", k) for k in obj]
+    for suffix, child in children:
+        try:
+            enc(child)
+        except Exception:
+            return _locate_failure(child, transport, path + suffix) or path + suffix
+    return None
+
+
+# -- decode -----------------------------------------------------------------------
+_STR_MARKERS = frozenset(range(0xA0, 0xC0)) | {0xD9, 0xDA, 0xDB}
+_PATH = re.compile(r" - at `\$(.*)`$")
+_STEP = re.compile(r"\[(\d+|\.\.\.)\]|\.([A-Za-z_][A-Za-z_0-9]*)|\[(\"[^\"]*\"|'[^']*'|[^\]]*)\]")
+
+
+def decode(
+    data: Union[bytes, bytearray, memoryview],
+    transport: Optional[str] = None,
+    *,
+    allow_pickle: bool = False,
+    unwrap_wrappers: bool = True,
+    trusted_globals: Iterable[tuple[str, str]] = (),
+) -> Any:
+    """Decode one message. With unwrap_wrappers (the default) every PickleWrapper is
+    opened, so a receive path never hands a wrapper downstream; for msgpack that
+    needs allow_pickle=True (a trusted peer), else the message is refused."""
+    transport = _check_transport(transport)
+    if transport == "pickle":
+        # The pickle transport is for trusted peers only, by definition (spec: security).
+        try:
+            obj = pickle.loads(data)
+        except Exception as exc:
+            raise WireError("pickle", f"{type(exc).__name__}: {exc}") from None
+    else:
+        obj = _decode_msgpack(data, _catalogue.decoder)
+    if unwrap_wrappers:
+        obj = unwrap(obj, allow_pickle=allow_pickle, transport=transport, trusted_globals=trusted_globals)
+    return obj
+
+
+def _decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder) -> Any:
+    if len(data) and data[0] in _STR_MARKERS:
+        try:
+            return _str_decoder.decode(data)
+        except msgspec.DecodeError as exc:
+            raise WireError("msgpack", str(exc)) from None
+    try:
+        return decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        if _unknown_tag(exc) and _catalogue.refresh():
+            retry = _catalogue.frames_decoder if decoder is not _catalogue.decoder else _catalogue.decoder
+            return _decode_msgpack(data, retry)
+        raise _decode_error(data, exc) from None
+    except WireError as exc:
+        struct, _ = _peek_struct(data)
+        raise WireError("msgpack", exc.reason, struct=struct) from None
+    except (msgspec.DecodeError, TypeError, ValueError, OverflowError, RecursionError) as exc:
+        raise WireError("msgpack", f"{type(exc).__name__}: {exc}", struct=_peek_struct(data)[0]) from None
+
+
+def _unknown_tag(exc: Exception) -> bool:
+    return str(exc).startswith("Invalid value") and str(exc).endswith("at `$[0]`")
+
+
+def _peek_struct(data: Any) -> tuple[Optional[str], Optional[type]]:
+    try:
+        head = msgspec.msgpack.decode(data, ext_hook=lambda code, raw: None)
+    except Exception:
+        return None, None
+    if isinstance(head, list) and head and isinstance(head[0], str):
+        return head[0], _catalogue.by_tag.get(head[0])
+    return None, None
+
+
+def _decode_error(data: Any, exc: msgspec.ValidationError) -> WireError:
+    message = str(exc)
+    match = _PATH.search(message)
+    reason = _PATH.sub("", message)
+    tag, cls = _peek_struct(data)
+    if _unknown_tag(exc):
+        return WireError("msgpack", f"unknown struct tag {tag!r}: not in the message catalogue", struct=tag)
+    path = match.group(1) if match else ""
+    if cls is not None and match:
+        path = _field_path(cls, path)
+    return WireError("msgpack", reason, struct=tag, path=path)
+
+
+def _field_path(cls: type, raw_path: str) -> str:
+    """Translate msgspec's positional path (`$[3][0]`) into field names (`.decode_ids[0]`)."""
+    steps = [m.group(1) or m.group(2) or m.group(3) for m in _STEP.finditer(raw_path)]
+    out, t = "", mi.type_info(cls)
+    for step in steps:
+        t = _strip_optional(t)
+        if isinstance(t, mi.StructType) and step.isdigit():
+            index = int(step) - (1 if t.tag is not None and t.array_like else 0)
+            if index < 0:
+                out += ".<tag>"
+                t = None
+            elif index < len(t.fields):
+                out += f".{t.fields[index].name}"
+                t = t.fields[index].type
+            else:
+                out += f"[{step}]"
+                t = None
+        elif isinstance(t, mi.StructType):
+            field = next((f for f in t.fields if f.encode_name == step), None)
+            out += f".{step}"
+            t = field.type if field else None
+        else:
+            out += f"[{step}]"
+            t = _children_of(t)
+    return out
+
+
+def _strip_optional(t: Any) -> Any:
+    if isinstance(t, mi.UnionType):
+        rest = [a for a in t.types if not isinstance(a, mi.NoneType)]
+        if len(rest) == 1:
+            return rest[0]
+    return t
+
+
+def _children_of(t: Any) -> Any:
+    if isinstance(t, (mi.ListType, mi.VarTupleType, mi.SetType, mi.FrozenSetType)):
+        return t.item_type
+    if isinstance(t, mi.DictType):
+        return t.value_type
+    return None
+
+
+# -- multipart (opt-in zero-copy for large tensors) -------------------------------
+class _FrameCollector:
+    """enc_hook that moves large tensors into side frames instead of copying them inline."""
+
+    def __init__(self, threshold: int) -> None:
+        self.threshold = threshold
+        self.frames: list[Any] = []
+        self.keep_alive: list[torch.Tensor] = []
+
+    def __call__(self, obj: Any) -> Any:
+        if isinstance(obj, torch.Tensor) and obj.numel() * obj.element_size() >= self.threshold:
+            cpu, raw = ext.tensor_bytes(obj)
+            self.keep_alive.append(cpu)
+            self.frames.append(raw)
+            meta = [*ext.tensor_metadata(obj), len(self.frames)]
+            return ext.pack_buffer(ext.EXT_OOB_TENSOR, meta, memoryview(b""))
+        return ext.enc_hook(obj)
+
+
+def encode_frames(obj: Any, transport: Optional[str] = None, *, threshold: int = OOB_THRESHOLD) -> list[Any]:
+    """Encode as [message, buffer, buffer, ...]: tensors of at least `threshold` bytes are
+    not copied into the message but referenced as later frames (msgpack only)."""
+    transport = _check_transport(transport)
+    if transport == "pickle":
+        return [encode(obj, transport)]
+    _check_top_level(obj, transport)
+    collector = _FrameCollector(threshold)
+    wrapped = wrap_fields(obj)
+    try:
+        head = msgspec.msgpack.Encoder(enc_hook=collector).encode(wrapped)
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
+        raise _encode_error(wrapped, transport, exc) from None
+    return [head, *collector.frames]
+
+
+def decode_frames(frames: Sequence[Any], transport: Optional[str] = None, **kwargs: Any) -> Any:
+    transport = _check_transport(transport)
+    if len(frames) == 1 or transport == "pickle":
+        return decode(frames[0], transport, **kwargs)
+    _frames.value = frames
+    try:
+        obj = _decode_msgpack(frames[0], _catalogue.frames_decoder)
+    finally:
+        _frames.value = None
+    if kwargs.get("unwrap_wrappers", True):
+        obj = unwrap(obj, allow_pickle=kwargs.get("allow_pickle", False), transport=transport,
+                     trusted_globals=kwargs.get("trusted_globals", ()))
+    return obj

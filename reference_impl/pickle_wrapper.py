@@ -1,0 +1,159 @@
+"""PickleWrapper: opaque Python objects inside msgpack messages, and where they unwrap.
+
+Senders wrap the values of PickleWrapper-typed fields; every receive path
+unwraps them again. Untrusted peers (the default) never reach pickle: a
+PickleWrapper from them is refused. Trusted peers unpickle through an
+allow-list, so a wrapper cannot name arbitrary callables.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import pickle
+from collections import Counter
+from functools import lru_cache
+from typing import Any, Iterable, Optional
+
+import msgspec
+import msgspec.inspect as mi
+
+from .errors import WireError
+from .io_struct import PickleWrapper
+
+logger = logging.getLogger(__name__)
+
+# (module, name) pairs and whole module prefixes a trusted PickleWrapper may name.
+SAFE_GLOBALS = {
+    ("builtins", n) for n in ("set", "frozenset", "list", "dict", "tuple", "bytearray", "complex", "slice", "range", "object")
+} | {
+    ("collections", n) for n in ("OrderedDict", "defaultdict", "deque", "Counter")
+} | {("copyreg", "_reconstructor"), ("array", "_array_reconstructor"), ("array", "array")}
+SAFE_MODULE_PREFIXES = ("reference_impl.", "datetime", "decimal", "uuid", "enum")
+
+#: How often each type crossed the wire inside a PickleWrapper, this process (the
+#: migration's progress at a glance). Logged per object when IPC_LOG_PICKLE_OBJECTS=1.
+pickle_residue: Counter[str] = Counter()
+
+
+def _log_objects() -> bool:
+    return os.environ.get("IPC_LOG_PICKLE_OBJECTS", os.environ.get("SGLANG_LOG_PICKLE_IPC_OBJECTS", "0")) == "1"
+
+
+class AllowListUnpickler(pickle.Unpickler):
+    def __init__(self, data: bytes, extra: Iterable[tuple[str, str]] = ()) -> None:
+        super().__init__(io.BytesIO(data))
+        self.allowed = SAFE_GLOBALS | set(extra)
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in self.allowed or module.startswith(SAFE_MODULE_PREFIXES):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not on the unpickling allow-list")
+
+
+def wrap(value: Any) -> Optional[PickleWrapper]:
+    if value is None or isinstance(value, PickleWrapper):
+        return value
+    name = f"{type(value).__module__}.{type(value).__qualname__}"
+    pickle_residue[name] += 1
+    if _log_objects():
+        logger.info("Object of type %s is wrapped in PickleWrapper", name)
+    return PickleWrapper(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def unwrap_value(wrapper: PickleWrapper, *, allow_pickle: bool, transport: str, where: tuple[str, str],
+                 trusted_globals: Iterable[tuple[str, str]] = ()) -> Any:
+    struct, path = where
+    if not allow_pickle:
+        raise WireError(
+            transport,
+            "PickleWrapper refused: the peer is not trusted (allow_pickle=False), "
+            "so its bytes never reach pickle",
+            struct=struct, path=path,
+        )
+    try:
+        value = AllowListUnpickler(bytes(wrapper.data), trusted_globals).load()
+    except Exception as exc:
+        raise WireError(transport, f"PickleWrapper payload refused: {exc}", struct=struct, path=path) from None
+    if _log_objects():
+        logger.info("Object of type %s is unwrapped from PickleWrapper", type(value).__qualname__)
+    return value
+
+
+# -- where PickleWrappers can sit ------------------------------------------------
+# The walk follows declared field types, never guesses from values: a field typed
+# PickleWrapper holds one opaque value (a list of time stats is wrapped whole).
+def _is_wrapper_type(t: mi.Type) -> bool:
+    if isinstance(t, mi.StructType):
+        return t.cls is PickleWrapper
+    return isinstance(t, mi.UnionType) and any(_is_wrapper_type(a) for a in t.types)
+
+
+def _children(t: mi.Type) -> tuple:
+    if isinstance(t, mi.UnionType):
+        return t.types
+    if isinstance(t, (mi.ListType, mi.SetType, mi.FrozenSetType, mi.VarTupleType)):
+        return (t.item_type,)
+    if isinstance(t, mi.TupleType):
+        return t.item_types
+    if isinstance(t, mi.DictType):
+        return (t.value_type,)
+    return ()
+
+
+def _mentions_wrapper(t: mi.Type, seen: frozenset) -> bool:
+    if _is_wrapper_type(t):
+        return True
+    if isinstance(t, mi.StructType):
+        return t.cls not in seen and bool(_plan(t.cls, seen))
+    return any(_mentions_wrapper(c, seen) for c in _children(t))
+
+
+@lru_cache(maxsize=None)
+def _plan(cls: type, seen: frozenset = frozenset()) -> tuple[tuple[str, mi.Type], ...]:
+    seen = seen | {cls}
+    return tuple((f.name, f.type) for f in mi.type_info(cls).fields if _mentions_wrapper(f.type, seen))
+
+
+def opaque_fields(cls: type) -> tuple[str, ...]:
+    """Fields of a struct whose values may hold a PickleWrapper (directly or nested)."""
+    return tuple(name for name, _ in _plan(cls))
+
+
+def map_wrapped(obj: Any, fn, struct: str = "", path: str = "") -> Any:
+    """Apply fn(value, struct, path) at every PickleWrapper-typed position under obj
+    (obj itself when it is a PickleWrapper). Structs are updated in place."""
+    if isinstance(obj, PickleWrapper):
+        return fn(obj, struct, path)
+    if isinstance(obj, msgspec.Struct):
+        _walk_struct(obj, fn, struct or type(obj).__name__, path)
+    return obj
+
+
+def _walk_struct(obj: msgspec.Struct, fn, struct: str, path: str) -> None:
+    for name, t in _plan(type(obj)):
+        old = getattr(obj, name)
+        if old is not None:
+            new = _walk(old, t, fn, struct, f"{path}.{name}")
+            if new is not old:
+                msgspec.structs.force_setattr(obj, name, new)
+
+
+def _walk(value: Any, t: mi.Type, fn, struct: str, path: str) -> Any:
+    if value is None:
+        return None
+    if _is_wrapper_type(t):
+        return fn(value, struct, path)
+    if isinstance(value, msgspec.Struct):
+        _walk_struct(value, fn, struct, path)
+        return value
+    arms = t.types if isinstance(t, mi.UnionType) else (t,)
+    for arm in arms:
+        if isinstance(value, list) and isinstance(arm, (mi.ListType, mi.VarTupleType)):
+            items = [_walk(v, arm.item_type, fn, struct, f"{path}[{i}]") for i, v in enumerate(value)]
+            return value if all(a is b for a, b in zip(items, value)) else items
+        if isinstance(value, dict) and isinstance(arm, mi.DictType):
+            items = {k: _walk(v, arm.value_type, fn, struct, f"{path}[{k!r}]") for k, v in value.items()}
+            return value if all(items[k] is value[k] for k in value) else items
+    return value
