@@ -67,7 +67,7 @@ def _subclasses(cls: type) -> list[type]:
 _frames = threading.local()
 
 
-def _current_frames() -> Optional[Sequence[Any]]:
+def _current_frames() -> Optional[ext.OobFrames]:
     return getattr(_frames, "value", None)
 
 
@@ -272,9 +272,10 @@ def _decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder) -> Any:
     try:
         return decoder.decode(data)
     except msgspec.ValidationError as exc:
-        if _unknown_tag(exc) and _catalogue.refresh():
-            retry = _catalogue.frames_decoder if decoder is not _catalogue.decoder else _catalogue.decoder
-            return _decode_msgpack(data, retry)
+        if _unknown_tag(exc):
+            plain = decoder is _catalogue.decoder
+            if _catalogue.refresh():  # a subclass defined after start-up: retry with it
+                return _decode_msgpack(data, _catalogue.decoder if plain else _catalogue.frames_decoder)
         raise _decode_error(data, exc) from None
     except WireError as exc:
         struct, _ = _peek_struct(data)
@@ -360,12 +361,10 @@ class _FrameCollector:
     def __init__(self, threshold: int) -> None:
         self.threshold = threshold
         self.frames: list[Any] = []
-        self.keep_alive: list[torch.Tensor] = []
 
     def __call__(self, obj: Any) -> Any:
         if isinstance(obj, torch.Tensor) and obj.numel() * obj.element_size() >= self.threshold:
-            cpu, raw = ext.tensor_bytes(obj)
-            self.keep_alive.append(cpu)
+            _, raw = ext.tensor_bytes(obj)  # the view keeps the tensor's storage alive
             self.frames.append(raw)
             meta = [*ext.tensor_metadata(obj), len(self.frames)]
             return ext.pack_buffer(ext.EXT_OOB_TENSOR, meta, memoryview(b""))
@@ -374,7 +373,9 @@ class _FrameCollector:
 
 def encode_frames(obj: Any, transport: Optional[str] = None, *, threshold: int = OOB_THRESHOLD) -> list[Any]:
     """Encode as [message, buffer, buffer, ...]: tensors of at least `threshold` bytes are
-    not copied into the message but referenced as later frames (msgpack only)."""
+    not copied into the message but referenced as later frames (msgpack only).
+    The buffers share memory with contiguous CPU tensors: do not mutate those until the
+    frames are sent (zmq_io.send waits for ZeroMQ to release them)."""
     transport = _check_transport(transport)
     if transport == "pickle":
         return [encode(obj, transport)]
@@ -388,16 +389,32 @@ def encode_frames(obj: Any, transport: Optional[str] = None, *, threshold: int =
     return [head, *collector.frames]
 
 
-def decode_frames(frames: Sequence[Any], transport: Optional[str] = None, **kwargs: Any) -> Any:
+def decode_frames(
+    frames: Sequence[Any],
+    transport: Optional[str] = None,
+    *,
+    allow_pickle: bool = False,
+    unwrap_wrappers: bool = True,
+    trusted_globals: Iterable[tuple[str, str]] = (),
+) -> Any:
+    """Decode [message, buffer, ...] from encode_frames (one frame: a plain message).
+    Every side frame must be referenced by the message: nothing is silently dropped."""
     transport = _check_transport(transport)
-    if len(frames) == 1 or transport == "pickle":
-        return decode(frames[0], transport, **kwargs)
-    _frames.value = frames
+    if not frames:
+        raise WireError(transport, "empty multipart message")
+    if len(frames) == 1:
+        return decode(frames[0], transport, allow_pickle=allow_pickle, unwrap_wrappers=unwrap_wrappers,
+                      trusted_globals=trusted_globals)
+    if transport == "pickle":
+        raise WireError("pickle", f"{len(frames)} frames; the pickle transport sends one")
+    oob = _frames.value = ext.OobFrames(frames)
     try:
         obj = _decode_msgpack(frames[0], _catalogue.frames_decoder)
+        unused = set(range(1, len(frames))) - oob.used
     finally:
         _frames.value = None
-    if kwargs.get("unwrap_wrappers", True):
-        obj = unwrap(obj, allow_pickle=kwargs.get("allow_pickle", False), transport=transport,
-                     trusted_globals=kwargs.get("trusted_globals", ()))
+    if unused:
+        raise WireError("msgpack", f"frames {sorted(unused)} are not referenced by the message")
+    if unwrap_wrappers:
+        obj = unwrap(obj, allow_pickle=allow_pickle, transport=transport, trusted_globals=trusted_globals)
     return obj

@@ -151,7 +151,8 @@ def enc_hook(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         if obj.dtype.hasobject:
             raise TypeError("numpy arrays of Python objects cannot travel as msgpack")
-        arr = np.ascontiguousarray(obj)
+        # Not np.ascontiguousarray: it turns a 0-d array into shape (1,).
+        arr = obj if obj.flags.c_contiguous else obj.copy(order="C")
         return pack_buffer(EXT_NUMPY_ARRAY, [list(arr.shape), arr.dtype.str], memoryview(arr.reshape(-1).view(np.uint8)))
     if isinstance(obj, np.generic) and not isinstance(obj, np.void):
         return obj.item()
@@ -161,7 +162,15 @@ def enc_hook(obj: Any) -> Any:
     )
 
 
-def make_ext_hook(oob_frames: Optional[Callable[[], Optional[Sequence[Any]]]] = None) -> Callable[[int, memoryview], Any]:
+class OobFrames:
+    """The frames of the multipart message being decoded, and which ones it referenced."""
+
+    def __init__(self, frames: Sequence[Any]) -> None:
+        self.frames = frames
+        self.used: set[int] = set()
+
+
+def make_ext_hook(oob_frames: Optional[Callable[[], Optional[OobFrames]]] = None) -> Callable[[int, memoryview], Any]:
     """ext_hook for a decoder; oob_frames() gives the frames of the message being decoded."""
 
     def ext_hook(code: int, data: memoryview) -> Any:
@@ -179,13 +188,14 @@ def make_ext_hook(oob_frames: Optional[Callable[[], Optional[Sequence[Any]]]] = 
     return ext_hook
 
 
-def restore_oob_tensor(metadata: Any, frames: Sequence[Any]) -> torch.Tensor:
+def restore_oob_tensor(metadata: Any, oob: OobFrames) -> torch.Tensor:
     if not isinstance(metadata, (list, tuple)) or len(metadata) != 4:
         raise WireError("msgpack", f"out-of-band tensor metadata {metadata!r} is not [shape, dtype, device, frame]")
     *tensor_meta, index = metadata
-    if type(index) is not int or not 1 <= index < len(frames):
-        raise WireError("msgpack", f"out-of-band tensor names frame {index!r}; the message has {len(frames)}")
-    return restore_tensor(tensor_meta, memoryview(frames[index]))
+    if type(index) is not int or not 1 <= index < len(oob.frames):
+        raise WireError("msgpack", f"out-of-band tensor names frame {index!r}; the message has {len(oob.frames)}")
+    oob.used.add(index)
+    return restore_tensor(tensor_meta, memoryview(oob.frames[index]))
 
 
 def dec_hook(tp: type, obj: Any) -> Any:

@@ -230,7 +230,12 @@ def _dist_version(module_name: str) -> str:
         return getattr(sys.modules[top], "__version__", "0")
 
 
-def extract(
+def extract(module_name: str, **options: Any) -> Manifest:
+    """Walk a module's IPC catalogue into a manifest (see extract_with_classes)."""
+    return extract_with_classes(module_name, **options)[0]
+
+
+def extract_with_classes(
     module_name: str,
     *,
     roots: Sequence[str] = (),
@@ -239,10 +244,10 @@ def extract(
     implementation: Optional[str] = None,
     version: Optional[str] = None,
     array_typecode: Optional[str] = None,
-) -> Manifest:
+) -> tuple[Manifest, dict[str, type]]:
     """Walk a module's IPC catalogue: every struct reachable from the roots (subclasses at
     any depth), the types registered in the module's union attribute, and every struct
-    and enum their fields reach."""
+    and enum their fields reach. Returns the manifest and its classes by name."""
     module = importlib.import_module(module_name)
     for extra in imports:  # modules that register custom types on import
         importlib.import_module(extra)
@@ -292,7 +297,7 @@ def extract(
     primitives = [
         _PRIMS[t] for t in getattr(module, union_attr, ()) if t in _PRIMS
     ] or ["int", "float", "bool", "bytes"]
-    return Manifest(
+    manifest = Manifest(
         implementation=implementation or module_name.split(".")[0],
         version=version or _dist_version(module_name),
         module=module_name,
@@ -305,3 +310,4 @@ def extract(
             "python": platform.python_version(),
         },
     )
+    return manifest, {**ex.structs, **ex.enums}

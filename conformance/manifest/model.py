@@ -29,7 +29,7 @@ class Default(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, fr
 REQUIRED = Default("required")
 
 
-class Field(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
+class Field(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, dict=True):
     name: str
     type: str
     default: Default = REQUIRED

@@ -1,0 +1,47 @@
+"""Adapter for this project's reference implementation."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from .base import Adapter
+
+
+class ReferenceAdapter(Adapter):
+    name = "reference"
+
+    def __init__(self) -> None:
+        import reference_impl
+        from reference_impl import codec, io_struct
+
+        self._codec = codec
+        self._module = io_struct
+        self.version = getattr(reference_impl, "__version__", "0.1.0")
+
+    def classes(self) -> Mapping[str, type]:
+        from ..manifest.extract import extract_with_classes
+
+        return extract_with_classes(self._module.__name__, union_attr="CUSTOM_MESSAGE_TYPES")[1]
+
+    def message_types(self) -> Sequence[type]:
+        return self._codec.message_types()
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        return self._codec.encode(obj, transport)
+
+    def wrap(self, obj: Any) -> Any:
+        return self._codec.wrap_fields(obj)
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        return self._codec.decode(data, transport, unwrap_wrappers=False)
+
+    def unwrap(self, obj: Any) -> Any:
+        return self._codec.unwrap(obj, allow_pickle=True)
+
+    def validate_http(self, struct: str, json_text: str) -> Any:
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(getattr(self._module, struct)).validate_json(json_text)
+
+    def manifest_id(self) -> str:
+        return self._module.MANIFEST_ID

@@ -1,0 +1,114 @@
+"""Adapter for an installed SGLang (`sglang.srt.managers.io_struct` + `msgpack_utils`).
+
+Calls upstream's own functions: `msgpack_encode` and its union decoder for
+msgpack, `send_pyobj`'s pickle for pickle, and the structs' `unwrap_pickle_fields`
+(plus `unwrap_from_pickle` at top level) for the receive side.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import pickle
+from typing import Any, Mapping, Sequence
+
+from .base import Adapter
+
+MODULE = "sglang.srt.managers.io_struct"
+# Importing this registers KvMetrics in the top-level union (hook_custom_types).
+CUSTOM_TYPE_MODULES = ("sglang.srt.managers.scheduler_components.kv_events_publisher",)
+
+
+class SGLangAdapter(Adapter):
+    name = "sglang"
+
+    def __init__(self) -> None:
+        self._io = importlib.import_module(MODULE)
+        for module in CUSTOM_TYPE_MODULES:
+            importlib.import_module(module)
+        self.version = importlib.metadata.version("sglang")
+        self._classes: Mapping[str, type] | None = None
+
+    def classes(self) -> Mapping[str, type]:
+        if self._classes is None:
+            from ..manifest.extract import extract_with_classes
+
+            self._classes = extract_with_classes(MODULE, imports=CUSTOM_TYPE_MODULES, array_typecode="q")[1]
+        return self._classes
+
+    def message_types(self) -> Sequence[type]:
+        return [t for t in self._io._all_types if isinstance(t, type) and hasattr(t, "__struct_config__")]
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        if transport == "pickle":
+            return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+        return self._io.msgpack_encode(obj)
+
+    def wrap(self, obj: Any) -> Any:
+        return self._with_msgpack_mode(lambda: _wrapped_copy(obj, self._io))
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        if transport == "pickle":
+            return pickle.loads(data)
+        return self._io._msgpack_decoder.decode(data)
+
+    def unwrap(self, obj: Any) -> Any:
+        def run() -> Any:
+            value = self._io.unwrap_from_pickle(obj)
+            if hasattr(value, "unwrap_pickle_fields"):
+                value.unwrap_pickle_fields()
+            else:  # outputs: receivers call unwrap_from_pickle on each such field
+                for name in _wrapper_fields(type(value), self._io.PickleWrapper):
+                    setattr(value, name, self._io.unwrap_from_pickle(getattr(value, name)))
+            return value
+
+        return self._with_msgpack_mode(run)
+
+    def validate_http(self, struct: str, json_text: str) -> Any:
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(getattr(self._io, struct)).validate_json(json_text)
+
+    def manifest_id(self) -> str:
+        return f"sglang-{self.version}"
+
+    def _with_msgpack_mode(self, fn: Any) -> Any:
+        # wrap_as_pickle / unwrap_from_pickle are no-ops unless msgpack IPC is on.
+        saved = self._io._USE_PICKLE_IPC
+        self._io._USE_PICKLE_IPC = False
+        try:
+            return fn()
+        finally:
+            self._io._USE_PICKLE_IPC = saved
+
+
+def _wrapped_copy(obj: Any, io: Any) -> Any:
+    """Upstream wraps either through the struct's wrap_pickle_fields() or, for outputs,
+    by passing wrap_as_pickle(value) into PickleWrapper-typed fields at construction."""
+    import copy
+
+    import msgspec.inspect as mi
+
+    clone = copy.copy(obj)
+    if hasattr(clone, "wrap_pickle_fields"):
+        clone.wrap_pickle_fields()
+        return clone
+    for name in _wrapper_fields(type(obj), io.PickleWrapper):
+        value = getattr(clone, name)
+        if value is not None and not isinstance(value, io.PickleWrapper):
+            setattr(clone, name, io.wrap_as_pickle(value))
+    return clone
+
+
+def _wrapper_fields(cls: type, wrapper: type) -> list[str]:
+    import msgspec
+    import msgspec.inspect as mi
+
+    if not (isinstance(cls, type) and issubclass(cls, msgspec.Struct)):
+        return []
+    names = []
+    for field in mi.type_info(cls).fields:
+        arms = field.type.types if isinstance(field.type, mi.UnionType) else (field.type,)
+        if any(isinstance(a, mi.StructType) and a.cls is wrapper for a in arms):
+            names.append(field.name)
+    return names

@@ -1,0 +1,117 @@
+"""Exact, type-aware comparison of decoded values.
+
+tuple is not list, int is not float, floats compare bitwise (NaN equals NaN,
+-0.0 differs from 0.0); tensors by dtype, shape, device, requires_grad and
+bytes; numpy by dtype, shape and bytes; array.array by typecode and bytes.
+Structs of two implementations compare by tag and fields, enums by name and value.
+"""
+
+from __future__ import annotations
+
+import array
+import enum
+import struct
+from typing import Any
+
+import msgspec
+import numpy as np
+import torch
+
+
+def differences(expected: Any, actual: Any, path: str = "") -> list[str]:
+    """Every place where actual differs from expected, as 'path: what' lines (empty = identical)."""
+    out: list[str] = []
+    _diff(expected, actual, path or "$", out)
+    return out
+
+
+def identical(expected: Any, actual: Any) -> bool:
+    return not differences(expected, actual)
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, msgspec.Struct):
+        return f"struct {type(value).__name__}"
+    if isinstance(value, enum.Enum):
+        return f"enum {type(value).__name__}"
+    return type(value).__name__
+
+
+def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
+    if isinstance(a, msgspec.Struct) and isinstance(b, msgspec.Struct):
+        if type(a).__name__ != type(b).__name__:
+            out.append(f"{path}: expected {_kind(a)}, got {_kind(b)}")
+            return
+        fa, fb = a.__struct_fields__, b.__struct_fields__
+        if fa != fb:
+            out.append(f"{path}: fields differ: {fa} vs {fb}")
+            return
+        for name in fa:
+            _diff(getattr(a, name), getattr(b, name), f"{path}.{name}", out)
+        return
+    if isinstance(a, enum.Enum) or isinstance(b, enum.Enum):
+        same = (isinstance(a, enum.Enum) and isinstance(b, enum.Enum) and type(a).__name__ == type(b).__name__
+                and a.name == b.name and a.value == b.value)
+        if not same:
+            out.append(f"{path}: expected {a!r}, got {b!r}")
+        return
+    if type(a) is not type(b):
+        out.append(f"{path}: expected {_kind(a)} {_short(a)}, got {_kind(b)} {_short(b)}")
+        return
+    if isinstance(a, float):
+        if struct.pack("<d", a) != struct.pack("<d", b):
+            out.append(f"{path}: expected {a!r}, got {b!r}")
+    elif isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            out.append(f"{path}: expected {len(a)} items, got {len(b)}")
+            return
+        for i, (x, y) in enumerate(zip(a, b)):
+            _diff(x, y, f"{path}[{i}]", out)
+    elif isinstance(a, dict):
+        if list(a) != list(b):
+            if set(map(repr, a)) != set(map(repr, b)):
+                out.append(f"{path}: keys {sorted(map(repr, a))} != {sorted(map(repr, b))}")
+                return
+            out.append(f"{path}: key order {list(a)!r} != {list(b)!r}")
+        for key in a:
+            if key in b:
+                _diff(a[key], b[key], f"{path}[{key!r}]", out)
+    elif isinstance(a, torch.Tensor):
+        _diff_tensor(a, b, path, out)
+    elif isinstance(a, np.ndarray):
+        for attr in ("dtype", "shape"):
+            if getattr(a, attr) != getattr(b, attr):
+                out.append(f"{path}: ndarray {attr} {getattr(a, attr)} != {getattr(b, attr)}")
+                return
+        if np.ascontiguousarray(a).tobytes() != np.ascontiguousarray(b).tobytes():
+            out.append(f"{path}: ndarray values differ")
+    elif isinstance(a, array.array):
+        if a.typecode != b.typecode or a.tobytes() != b.tobytes():
+            out.append(f"{path}: expected {a!r}, got {b!r}")
+    elif isinstance(a, msgspec.msgpack.Ext):
+        if a.code != b.code or bytes(a.data) != bytes(b.data):
+            out.append(f"{path}: ext {a.code} differs from ext {b.code}")
+    elif isinstance(a, (set, frozenset)):
+        if a != b:
+            out.append(f"{path}: expected {a!r}, got {b!r}")
+    elif a != b:
+        out.append(f"{path}: expected {_short(a)}, got {_short(b)}")
+
+
+def _diff_tensor(a: torch.Tensor, b: torch.Tensor, path: str, out: list[str]) -> None:
+    for attr in ("dtype", "shape", "device", "requires_grad"):
+        if getattr(a, attr) != getattr(b, attr):
+            out.append(f"{path}: tensor {attr} {getattr(a, attr)} != {getattr(b, attr)}")
+            return
+    if a.numel() and not torch.equal(_bits(a), _bits(b)):
+        out.append(f"{path}: tensor values differ")
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    flat = t.detach().to("cpu").contiguous().reshape(-1)
+    return flat.view(torch.uint8) if flat.dtype is not torch.bool else flat
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
