@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+
+if TYPE_CHECKING:
+    from ..manifest import Manifest
 
 
 class Adapter:
@@ -19,6 +22,10 @@ class Adapter:
 
     def classes(self) -> Mapping[str, type]:
         """Every struct and enum of the catalogue, by name."""
+        raise NotImplementedError
+
+    def live_manifest(self) -> "Manifest":
+        """The catalogue as the implementation defines it now (extracted from its classes)."""
         raise NotImplementedError
 
     def message_types(self) -> Sequence[type]:

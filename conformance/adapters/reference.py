@@ -17,11 +17,21 @@ class ReferenceAdapter(Adapter):
         self._codec = codec
         self._module = io_struct
         self.version = getattr(reference_impl, "__version__", "0.1.0")
+        self._extracted: Any = None
 
-    def classes(self) -> Mapping[str, type]:
+    def _extract(self) -> Any:
         from ..manifest.extract import extract_with_classes
 
-        return extract_with_classes(self._module.__name__, union_attr="CUSTOM_MESSAGE_TYPES")[1]
+        if self._extracted is None:
+            self._extracted = extract_with_classes(self._module.__name__, union_attr="CUSTOM_MESSAGE_TYPES",
+                                                   array_typecode="q")
+        return self._extracted
+
+    def classes(self) -> Mapping[str, type]:
+        return self._extract()[1]
+
+    def live_manifest(self) -> Any:
+        return self._extract()[0]
 
     def message_types(self) -> Sequence[type]:
         return self._codec.message_types()

@@ -27,14 +27,20 @@ class SGLangAdapter(Adapter):
         for module in CUSTOM_TYPE_MODULES:
             importlib.import_module(module)
         self.version = importlib.metadata.version("sglang")
-        self._classes: Mapping[str, type] | None = None
+        self._extracted: Any = None
+
+    def _extract(self) -> Any:
+        from ..manifest.extract import extract_with_classes
+
+        if self._extracted is None:
+            self._extracted = extract_with_classes(MODULE, imports=CUSTOM_TYPE_MODULES, array_typecode="q")
+        return self._extracted
 
     def classes(self) -> Mapping[str, type]:
-        if self._classes is None:
-            from ..manifest.extract import extract_with_classes
+        return self._extract()[1]
 
-            self._classes = extract_with_classes(MODULE, imports=CUSTOM_TYPE_MODULES, array_typecode="q")[1]
-        return self._classes
+    def live_manifest(self) -> Any:
+        return self._extract()[0]
 
     def message_types(self) -> Sequence[type]:
         return [t for t in self._io._all_types if isinstance(t, type) and hasattr(t, "__struct_config__")]

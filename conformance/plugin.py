@@ -1,0 +1,135 @@
+"""pytest plugin (entry point pytest11): `pytest --ipc-impl NAME` runs the suite against NAME.
+
+Options select the implementation, transports and manifest; the suite's tests
+(conformance/suite) are parametrized from the manifest at collection time, and
+every check's outcome is recorded under its id (Required.<Area>.<Struct>.<Check>).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from .session import TRANSPORT_CHOICES, Session
+
+_KEY = pytest.StashKey[Session]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ipc-conformance")
+    group.addoption("--ipc-impl", default="reference", help="implementation under test (default: reference)")
+    group.addoption("--ipc-transport", default="both", choices=TRANSPORT_CHOICES, help="transports to check")
+    group.addoption("--ipc-manifest", default=None, help="manifest id or file (default: the implementation's)")
+    group.addoption("--ipc-summary", default="terminal", choices=("terminal", "caller"), help=argparse_suppress())
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _results.clear()
+    config.stash[_KEY] = Session(
+        impl=config.getoption("--ipc-impl"),
+        transport=config.getoption("--ipc-transport"),
+        manifest_id=config.getoption("--ipc-manifest"),
+    )
+    config.addinivalue_line("markers", "ipc_check: a conformance check (its id is the test parameter)")
+
+
+def session_of(config: pytest.Config) -> Session:
+    return config.stash[_KEY]
+
+
+@pytest.fixture(scope="session")
+def ipc(request: pytest.FixtureRequest) -> Session:
+    """The conformance run: adapter, manifest, transports and canonical instances."""
+    return session_of(request.config)
+
+
+def check(area: str, *, per: tuple[str, ...] = ("struct",), level: str = "Required", name: str = "") -> Any:
+    """Declare a suite test as a conformance check, parametrized over `per`
+    (struct, transport, variant, primitive). Its ids read Level.Area.<Struct>.Name[.transport][.variant]."""
+
+    def mark(fn: Any) -> Any:
+        fn._ipc_check = (level, area, per, name or fn.__name__.removeprefix("test_"))
+        return pytest.mark.ipc_check(fn)
+
+    return mark
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    spec = getattr(metafunc.function, "_ipc_check", None)
+    if spec is None:
+        return
+    level, area, per, name = spec
+    ipc = session_of(metafunc.config)
+    axes = {
+        "struct": ipc.message_names,
+        "transport": list(ipc.transports),
+        "variant": list(ipc.variants),
+        "primitive": list(PRIMITIVE_SAMPLES),
+    }
+    combos: list[dict[str, Any]] = [{}]
+    for axis in per:
+        combos = [{**c, axis: v} for c in combos for v in axes[axis]]
+    ids = []
+    for c in combos:
+        subject = c.get("struct") or c.get("primitive") or "All"
+        suffix = "".join(f".{c[a]}" for a in ("transport", "variant") if a in c)
+        ids.append(f"{level}.{area}.{subject}.{name}{suffix}")
+    metafunc.parametrize(list(per), [tuple(c[a] for a in per) for c in combos], ids=ids)
+
+
+#: Top-level primitives every implementation must carry (defect class 5: str).
+PRIMITIVE_SAMPLES: dict[str, Any] = {
+    "int": -(2**63),
+    "float": -0.0,
+    "bool": True,
+    "bytes": b"\x00\xff",
+    "None": None,
+    "str": "héllo 漢字",
+}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        item_id = report.nodeid.rpartition("[")[2].rstrip("]") if "[" in report.nodeid else None
+        if item_id and item_id.startswith(("Required.", "Recommended.")):
+            _results.append({
+                "id": item_id,
+                "outcome": "xfailed" if hasattr(report, "wasxfail") and report.skipped else report.outcome,
+                "message": _message(report),
+            })
+
+
+_results: list[dict[str, Any]] = []
+
+
+def results() -> list[dict[str, Any]]:
+    return _results
+
+
+def _message(report: pytest.TestReport) -> str:
+    if report.passed:
+        return ""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        return crash.message
+    if isinstance(report.longrepr, tuple):  # skipped: (file, line, reason)
+        return str(report.longrepr[2])
+    return str(report.longrepr).splitlines()[-1] if report.longrepr else ""
+
+
+def summary_line(records: list[dict[str, Any]]) -> str:
+    counts = {k: sum(r["outcome"] == k for r in records) for k in ("passed", "failed", "skipped")}
+    return f"conformance: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
+
+
+def argparse_suppress() -> str:
+    import argparse
+
+    return argparse.SUPPRESS
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    # `ipc-conformance run` prints the line itself, as the very last line.
+    if _results and config.getoption("--ipc-summary") == "terminal":
+        terminalreporter.write_line(summary_line(_results))

@@ -1,0 +1,41 @@
+"""`ipc-conformance run`: the suite under pytest, then the conformance summary."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from pathlib import Path
+from typing import Optional, Sequence
+
+import pytest
+
+from . import plugin
+
+SUITE = Path(__file__).resolve().parent / "suite"
+
+
+def _plugin_autoloaded() -> bool:
+    return any(ep.value.startswith("conformance.plugin") for ep in importlib.metadata.entry_points(group="pytest11"))
+
+
+def run(
+    impl: str = "reference",
+    transport: str = "both",
+    manifest: Optional[str] = None,
+    report: Optional[str] = None,
+    pytest_args: Sequence[str] = (),
+) -> int:
+    args = [
+        str(SUITE), "-q", "--tb=line", "-p", "no:cacheprovider", "--rootdir", str(SUITE),
+        "-W", "ignore::pytest.PytestAssertRewriteWarning",
+        "--ipc-impl", impl, "--ipc-transport", transport, "--ipc-summary", "caller",
+        *(["--ipc-manifest", manifest] if manifest else []),
+        *pytest_args,
+    ]
+    extra_plugins = [] if _plugin_autoloaded() else [plugin]
+    code = pytest.main(args, plugins=extra_plugins)
+    records = plugin.results()
+    if report:
+        Path(report).write_text(json.dumps({"impl": impl, "transport": transport, "results": records}, indent=1))
+    print(plugin.summary_line(records))
+    return int(code)

@@ -1,0 +1,51 @@
+"""Run-wide state of a conformance run: the implementation, its manifest, the cases."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Optional
+
+from .adapters import Adapter, load_adapter
+from .manifest import Manifest, load_manifest
+from .values import VARIANTS, ValueBuilder
+
+TRANSPORT_CHOICES = ("pickle", "msgpack", "both")
+
+
+@dataclass
+class Session:
+    impl: str = "reference"
+    transport: str = "both"
+    manifest_id: Optional[str] = None
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    @cached_property
+    def adapter(self) -> Adapter:
+        return load_adapter(self.impl)
+
+    @cached_property
+    def manifest(self) -> Manifest:
+        return load_manifest(self.manifest_id or self.adapter.manifest_id() or "sglang-0.5.23")
+
+    @cached_property
+    def transports(self) -> tuple[str, ...]:
+        chosen = ("pickle", "msgpack") if self.transport == "both" else (self.transport,)
+        return tuple(t for t in chosen if t in self.adapter.transports)
+
+    @cached_property
+    def classes(self) -> Any:
+        return self.adapter.classes()
+
+    def instance(self, struct: str, variant: str) -> Any:
+        """A fresh canonical instance (checks may mutate what they get)."""
+        return ValueBuilder(self.manifest, self.classes, variant).instance(struct)
+
+    @property
+    def message_names(self) -> list[str]:
+        return [s.name for s in self.manifest.messages]
+
+    def manifest_message_names(self) -> list[str]:
+        return self.message_names
+
+    variants = VARIANTS

@@ -1,0 +1,1 @@
+"""The conformance checks, collected by `ipc-conformance run` / `pytest --ipc-impl`."""
