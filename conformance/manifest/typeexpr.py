@@ -87,7 +87,10 @@ class TypeExprError(ValueError):
 
 def parse(text: str) -> T:
     tokens = _tokenize(text)
-    pos, node = _parse(tokens, 0, text)
+    try:
+        pos, node = _parse(tokens, 0, text)
+    except IndexError:
+        raise TypeExprError(f"unexpected end of type expression {text!r}") from None
     if pos != len(tokens):
         raise TypeExprError(f"trailing input in type expression {text!r}")
     return node
