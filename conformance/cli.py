@@ -57,7 +57,8 @@ def _run(args: argparse.Namespace) -> int:
     from .runner import run
 
     return run(impl=args.impl, transport=args.transport, manifest=args.manifest, report=args.report,
-               pytest_args=args.pytest_args)
+               pytest_args=args.pytest_args, expectations=args.expectations,
+               fix_expectations=args.fix_expectations)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -88,7 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run the conformance suite against an implementation")
     run.add_argument("--impl", default="reference", help="implementation under test (default: reference)")
     run.add_argument("--transport", choices=["pickle", "msgpack", "both"], default="both")
-    run.add_argument("--manifest", default="sglang-0.5.23", help="manifest the catalogue is checked against")
+    run.add_argument("--manifest", help="manifest the catalogue is checked against (default: the implementation's)")
+    run.add_argument("--expectations", help="expected-failure list (default: conformance/expectations/<impl>.txt)")
+    run.add_argument("--fix-expectations", action="store_true",
+                     help="rewrite the expected-failure list from this run's failures")
     run.add_argument("--report", help="write JSON results (one record per check) here")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     run.set_defaults(func=_run)

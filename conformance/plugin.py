@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pathlib import Path
+
 import pytest
 
+from . import expectations
 from .session import TRANSPORT_CHOICES, Session
 
 _KEY = pytest.StashKey[Session]()
@@ -21,6 +24,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ipc-impl", default="reference", help="implementation under test (default: reference)")
     group.addoption("--ipc-transport", default="both", choices=TRANSPORT_CHOICES, help="transports to check")
     group.addoption("--ipc-manifest", default=None, help="manifest id or file (default: the implementation's)")
+    group.addoption("--ipc-expectations", default=None,
+                    help="expected-failure list (default: conformance/expectations/<impl>.txt)")
+    group.addoption("--ipc-fix-expectations", action="store_true",
+                    help="rewrite the expected-failure list from this run's failures")
     group.addoption("--ipc-summary", default="terminal", choices=("terminal", "caller"), help=argparse_suppress())
 
 
@@ -89,15 +96,70 @@ PRIMITIVE_SAMPLES: dict[str, Any] = {
 }
 
 
+def _check_id(nodeid: str) -> str | None:
+    item_id = nodeid.rpartition("[")[2].rstrip("]") if "[" in nodeid else None
+    return item_id if item_id and item_id.startswith(("Required.", "Recommended.")) else None
+
+
+def _expectations(config: pytest.Config) -> dict[str, expectations.Expectation]:
+    ipc = session_of(config)
+    if ipc.expectations is None:
+        explicit = config.getoption("--ipc-expectations")
+        path = Path(explicit) if explicit else expectations.path_for([ipc.adapter.label, ipc.adapter.name])
+        ipc.expectations_path = path or expectations.HERE / f"{ipc.adapter.label}.txt"
+        ipc.expectations = expectations.load(path)
+    return ipc.expectations
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    outcome = yield
+    report = outcome.get_result()
+    check_id = _check_id(report.nodeid)
+    if report.when != "call" or check_id is None:
+        return
+    expected = _expectations(item.config).get(check_id)
+    if expected is None:
+        return
+    ipc = session_of(item.config)
+    if report.failed and expected.matches(_message(report)):
+        report.outcome = "skipped"
+        report.wasxfail = expected.reason or "listed in the expected-failure list"
+        report.ipc_message = _message_of_failure(call)
+    elif report.passed:
+        report.outcome = "failed"
+        report.longrepr = (f"{check_id} is listed in {ipc.expectations_path} but passed: remove it "
+                           "(ipc-conformance run --fix-expectations)")
+    else:
+        report.longrepr = f"{report.longrepr}\n(listed in {ipc.expectations_path} with another message prefix)"
+
+
+def _message_of_failure(call: pytest.CallInfo) -> str:
+    return call.excinfo.exconly() if call.excinfo else ""
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        item_id = report.nodeid.rpartition("[")[2].rstrip("]") if "[" in report.nodeid else None
-        if item_id and item_id.startswith(("Required.", "Recommended.")):
-            _results.append({
-                "id": item_id,
-                "outcome": "xfailed" if hasattr(report, "wasxfail") and report.skipped else report.outcome,
-                "message": _message(report),
-            })
+    check_id = _check_id(report.nodeid)
+    if check_id and (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):
+        xfailed = bool(getattr(report, "wasxfail", "")) and report.skipped
+        _results.append({
+            "id": check_id,
+            "outcome": "xfailed" if xfailed else report.outcome,
+            "message": getattr(report, "ipc_message", "") or _message(report),
+            **({"reason": report.wasxfail} if xfailed else {}),
+        })
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    config = session.config
+    if not _results or not config.getoption("--ipc-fix-expectations"):
+        return
+    ipc = session_of(config)
+    previous = _expectations(config)
+    failing = {r["id"]: r["message"] for r in _results if r["outcome"] in ("failed", "xfailed")
+               and not r["message"].endswith("(ipc-conformance run --fix-expectations)")}
+    expectations.write(ipc.expectations_path, failing, previous,
+                       f"expected failures of {ipc.adapter.label} against {ipc.manifest.id}")
 
 
 _results: list[dict[str, Any]] = []
@@ -118,6 +180,10 @@ def _message(report: pytest.TestReport) -> str:
     return str(report.longrepr).splitlines()[-1] if report.longrepr else ""
 
 
+def expected_line(records: list[dict[str, Any]]) -> str:
+    return f"expected failures: {sum(r['outcome'] == 'xfailed' for r in records)}"
+
+
 def summary_line(records: list[dict[str, Any]]) -> str:
     counts = {k: sum(r["outcome"] == k for r in records) for k in ("passed", "failed", "skipped")}
     return f"conformance: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
@@ -132,4 +198,5 @@ def argparse_suppress() -> str:
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     # `ipc-conformance run` prints the line itself, as the very last line.
     if _results and config.getoption("--ipc-summary") == "terminal":
+        terminalreporter.write_line(expected_line(_results))
         terminalreporter.write_line(summary_line(_results))

@@ -24,12 +24,16 @@ def run(
     manifest: Optional[str] = None,
     report: Optional[str] = None,
     pytest_args: Sequence[str] = (),
+    expectations: Optional[str] = None,
+    fix_expectations: bool = False,
 ) -> int:
     args = [
         str(SUITE), "-q", "--tb=line", "-p", "no:cacheprovider", "--rootdir", str(SUITE),
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
         "--ipc-impl", impl, "--ipc-transport", transport, "--ipc-summary", "caller",
         *(["--ipc-manifest", manifest] if manifest else []),
+        *(["--ipc-expectations", expectations] if expectations else []),
+        *(["--ipc-fix-expectations"] if fix_expectations else []),
         *pytest_args,
     ]
     extra_plugins = [] if _plugin_autoloaded() else [plugin]
@@ -37,5 +41,6 @@ def run(
     records = plugin.results()
     if report:
         Path(report).write_text(json.dumps({"impl": impl, "transport": transport, "results": records}, indent=1))
+    print(plugin.expected_line(records))
     print(plugin.summary_line(records))
     return int(code)

@@ -18,7 +18,8 @@ class Session:
     impl: str = "reference"
     transport: str = "both"
     manifest_id: Optional[str] = None
-    results: list[dict[str, Any]] = field(default_factory=list)
+    expectations: Optional[dict[str, Any]] = None
+    expectations_path: Optional[Any] = None
 
     @cached_property
     def adapter(self) -> Adapter:
