@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from . import expectations
+from . import expectations, profiles
 from .session import TRANSPORT_CHOICES, Session
 
 _KEY = pytest.StashKey[Session]()
@@ -24,6 +24,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ipc-impl", default="reference", help="implementation under test (default: reference)")
     group.addoption("--ipc-transport", default="both", choices=TRANSPORT_CHOICES, help="transports to check")
     group.addoption("--ipc-manifest", default=None, help="manifest id or file (default: the implementation's)")
+    group.addoption("--ipc-hypothesis-profile", default=None, choices=("dev", "ci", "thorough"),
+                    help="generated-value effort (default: ci when CI is set, else dev)")
     group.addoption("--ipc-expectations", default=None,
                     help="expected-failure list (default: conformance/expectations/<impl>.txt)")
     group.addoption("--ipc-fix-expectations", action="store_true",
@@ -37,6 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
         impl=config.getoption("--ipc-impl"),
         transport=config.getoption("--ipc-transport"),
         manifest_id=config.getoption("--ipc-manifest"),
+        profile=profiles.chosen(config.getoption("--ipc-hypothesis-profile")),
     )
     config.addinivalue_line("markers", "ipc_check: a conformance check (its id is the test parameter)")
 
@@ -70,6 +73,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     ipc = session_of(metafunc.config)
     axes = {
         "struct": ipc.message_names,
+        "live_struct": ipc.all_message_names,
         "transport": list(ipc.transports),
         "variant": list(ipc.variants),
         "primitive": list(PRIMITIVE_SAMPLES),
@@ -79,7 +83,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         combos = [{**c, axis: v} for c in combos for v in axes[axis]]
     ids = []
     for c in combos:
-        subject = c.get("struct") or c.get("primitive") or "All"
+        subject = c.get("struct") or c.get("live_struct") or c.get("primitive") or "All"
         suffix = "".join(f".{c[a]}" for a in ("transport", "variant") if a in c)
         ids.append(f"{level}.{area}.{subject}.{name}{suffix}")
     metafunc.parametrize(list(per), [tuple(c[a] for a in per) for c in combos], ids=ids)

@@ -18,6 +18,7 @@ class Session:
     impl: str = "reference"
     transport: str = "both"
     manifest_id: Optional[str] = None
+    profile: str = "dev"
     expectations: Optional[dict[str, Any]] = None
     expectations_path: Optional[Any] = None
 
@@ -48,5 +49,31 @@ class Session:
 
     def manifest_message_names(self) -> list[str]:
         return self.message_names
+
+    @cached_property
+    def live_manifest(self) -> Manifest:
+        return self.adapter.live_manifest()
+
+    @property
+    def all_message_names(self) -> list[str]:
+        """Messages of the manifest and of the implementation: generated checks cover both."""
+        live = [s.name for s in self.live_manifest.messages]
+        return sorted(set(self.message_names) | set(live))
+
+    @cached_property
+    def strategies(self) -> Any:
+        """Strategies from the implementation's own field types, drawing its own classes."""
+        import torch
+
+        from .strategies import StrategyBuilder
+
+        devices = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+        return StrategyBuilder(self.live_manifest, self.classes, devices=devices)
+
+    @property
+    def hypothesis_settings(self) -> Any:
+        from .profiles import PROFILES
+
+        return PROFILES[self.profile]
 
     variants = VARIANTS

@@ -176,10 +176,21 @@ def _check_top_level(obj: Any, transport: str) -> None:
                         "send a struct of the catalogue or a primitive", direction="encode")
 
 
+# torch (2.13, 2.14) cannot unpickle float8 tensors ("UntypedStorage has no attribute
+# dtype"): the reference pickles them through the same layout as the msgpack ext.
+_PICKLE_AS_BUFFER = {getattr(torch, n) for n in dir(torch) if n.startswith("float8_")
+                     and isinstance(getattr(torch, n), torch.dtype)}
+
+
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
+        if not isinstance(obj, torch.Tensor):
+            return NotImplemented
+        if obj.dtype in _PICKLE_AS_BUFFER:
+            _, raw = ext.tensor_bytes(obj)
+            return ext.restore_tensor, (list(ext.tensor_metadata(obj)), raw.tobytes())
         # Gradients never travel (msgpack has no room for them): both transports agree.
-        if isinstance(obj, torch.Tensor) and obj.requires_grad:
+        if obj.requires_grad:
             return torch.Tensor.detach, (obj.detach(),)
         return NotImplemented
 

@@ -1,0 +1,191 @@
+"""Hypothesis strategies derived from the manifest's field types, for any implementation.
+
+`StrategyBuilder(manifest, classes).for_struct(name)` draws instances of that
+implementation's class. Overrides: by type expression ("Tensor", "Array[q]",
+"SamplingParams") or by field ("BatchTokenIDOutput.decode_ids"), via
+`register_override` or the builder's `overrides` argument.
+"""
+
+from __future__ import annotations
+
+import array
+import enum
+import math
+from typing import Any, Callable, Mapping, Optional
+
+import numpy as np
+import torch
+from hypothesis import strategies as st
+
+from .manifest import Manifest, T, parse
+
+MAX_DEPTH = 3
+MAX_ITEMS = 3
+
+_OVERRIDES: dict[str, st.SearchStrategy] = {}
+
+
+def register_override(key: str, strategy: st.SearchStrategy) -> None:
+    """Use `strategy` for a type expression (e.g. "Tensor") or a field ("Struct.field")."""
+    _OVERRIDES[key] = strategy
+
+
+def _torch_dtypes() -> list[torch.dtype]:
+    names = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
+             "complex64", "float8_e4m3fn", "float8_e5m2"]
+    return [getattr(torch, n) for n in names if isinstance(getattr(torch, n, None), torch.dtype)]
+
+
+TORCH_DTYPES = _torch_dtypes()
+NUMPY_DTYPES = [np.dtype(x) for x in ("<f4", "<f8", "<f2", "<i8", "<i4", "|i1", "|u1", "|b1", ">i4", "<c8")]
+shapes = st.lists(st.integers(0, 4), min_size=0, max_size=3).map(tuple)
+
+
+@st.composite
+def tensors(draw: Callable, devices: tuple[str, ...] = ("cpu",)) -> torch.Tensor:
+    """Any dtype (bf16, fp8 too), 0-d/empty shapes, random bits; sometimes a non-contiguous
+    transpose or a sliced view of a bigger tensor; on CUDA too when available."""
+    dtype = draw(st.sampled_from(TORCH_DTYPES))
+    shape = draw(shapes)
+    extra = draw(st.integers(0, 2))  # rows the view will drop
+    full = (shape[0] + extra,) + shape[1:] if shape else shape
+    n = math.prod(full) * dtype.itemsize
+    raw = bytearray(draw(st.binary(min_size=n, max_size=n)))
+    base = torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(full) if n else torch.empty(full, dtype=dtype)
+    if dtype is torch.bool:
+        base = base.view(torch.uint8).clamp(0, 1).view(torch.bool) if n else base
+    t = base[extra:] if shape and extra else base
+    if t.dim() >= 2 and draw(st.booleans()):
+        t = t.transpose(0, 1)
+    device = draw(st.sampled_from(devices))
+    return t.to(device) if device != "cpu" else t
+
+
+@st.composite
+def ndarrays(draw: Callable) -> np.ndarray:
+    dtype = draw(st.sampled_from(NUMPY_DTYPES))
+    shape = draw(shapes)
+    n = math.prod(shape) * dtype.itemsize
+    arr = np.frombuffer(draw(st.binary(min_size=n, max_size=n)), dtype=np.uint8).view(dtype).reshape(shape).copy()
+    if dtype.kind == "b":
+        arr = np.asarray(arr.view(np.uint8).clip(0, 1)).view(dtype)
+    if arr.ndim >= 2 and draw(st.booleans()):
+        arr = arr.T
+    return arr
+
+
+_ARRAY_RANGES = {"b": (-128, 127), "B": (0, 255), "h": (-2**15, 2**15 - 1), "H": (0, 2**16 - 1),
+                 "i": (-2**31, 2**31 - 1), "I": (0, 2**32 - 1), "l": (-2**63, 2**63 - 1),
+                 "L": (0, 2**64 - 1), "q": (-2**63, 2**63 - 1), "Q": (0, 2**64 - 1)}
+
+
+def arrays(typecode: Optional[str]) -> st.SearchStrategy:
+    codes = [typecode] if typecode else list(_ARRAY_RANGES) + ["f", "d"]
+
+    def build(code: str) -> st.SearchStrategy:
+        if code in ("f", "d"):
+            items = st.floats(width=32 if code == "f" else 64)
+        else:
+            items = st.integers(*_ARRAY_RANGES[code])
+        return st.lists(items, max_size=8).map(lambda xs: array.array(code, xs))
+
+    return st.sampled_from(codes).flatmap(build)
+
+
+def json_like() -> st.SearchStrategy:
+    """What an `Any` field can carry through msgpack unchanged: no tuples, str keys."""
+    leaves = st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats() | st.text(max_size=8)
+    return st.recursive(leaves, lambda inner: st.lists(inner, max_size=3)
+                        | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)
+
+
+class StrategyBuilder:
+    def __init__(self, manifest: Manifest, classes: Mapping[str, type],
+                 overrides: Optional[Mapping[str, st.SearchStrategy]] = None, devices: tuple[str, ...] = ("cpu",)):
+        self.manifest = manifest
+        self.classes = classes
+        self.overrides = {**_OVERRIDES, **(overrides or {})}
+        self.devices = devices
+        self._cache: dict[tuple[str, int], st.SearchStrategy] = {}
+
+    def for_struct(self, name: str, depth: int = 0) -> st.SearchStrategy:
+        key = (name, min(depth, MAX_DEPTH + 1))
+        if key not in self._cache:
+            self._cache[key] = self._struct(name, depth)
+        return self._cache[key]
+
+    def _struct(self, name: str, depth: int) -> st.SearchStrategy:
+        if name in self.overrides:
+            return self.overrides[name]
+        spec = self.manifest.structs[name]
+        cls = self.classes[name]
+        required, optional = {}, {}
+        for field in spec.fields:
+            strategy = self.overrides.get(f"{name}.{field.name}") or self.for_type(field.type_expr, depth + 1)
+            if field.default.kind == "required" or field.default.factory == "opaque":
+                required[field.name] = strategy
+            else:
+                optional[field.name] = strategy
+        return st.fixed_dictionaries(required, optional=optional).map(lambda kw: cls(**kw))
+
+    def for_type(self, t: T, depth: int) -> st.SearchStrategy:
+        from .manifest import render
+
+        override = self.overrides.get(render(t))
+        if override is not None:
+            return override
+        k, deep = t.kind, depth > MAX_DEPTH
+        if k == "None":
+            return st.none()
+        if k == "Union":
+            arms = [a for a in t.args if a.kind != "None"]
+            if deep and t.is_optional:
+                return st.none()
+            inner = st.one_of([self.for_type(a, depth) for a in arms])
+            return st.none() | inner if t.is_optional else inner
+        simple = {
+            "bool": st.booleans(), "int": st.integers(-2**63, 2**64 - 1), "float": st.floats(),
+            "str": st.text(max_size=12), "bytes": st.binary(max_size=16), "Any": json_like(),
+        }
+        if k in simple:
+            return simple[k]
+        if k == "Literal":
+            return st.sampled_from(t.values)
+        if k == "Tensor":
+            return tensors(self.devices)
+        if k == "NDArray":
+            return ndarrays()
+        if k == "Array":
+            return arrays(t.name)
+        if k == "Ref":
+            target = self.classes[t.name]
+            if isinstance(target, type) and issubclass(target, enum.Enum):
+                return st.sampled_from(list(target))
+            if t.name == "PickleWrapper":
+                return st.binary(max_size=16).map(lambda b: target(data=b))
+            return self.for_struct(t.name, depth)
+        size = 0 if deep else MAX_ITEMS
+        if k == "List":
+            return st.lists(self.for_type(t.args[0], depth + 1), max_size=size)
+        if k == "VarTuple":
+            return st.lists(self.for_type(t.args[0], depth + 1), max_size=size).map(tuple)
+        if k in ("Set", "FrozenSet"):
+            make = set if k == "Set" else frozenset
+            return st.sets(self.for_type(t.args[0], depth + 1).filter(_hashable), max_size=size).map(make)
+        if k == "Tuple":
+            return st.tuples(*[self.for_type(a, depth + 1) for a in t.args])
+        if k == "Dict":
+            keys = self.for_type(t.args[0], depth + 1).filter(_hashable)
+            return st.dictionaries(keys, self.for_type(t.args[1], depth + 1), max_size=size)
+        raise ValueError(f"no strategy for type {t!r}")
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+        return True
+    except TypeError:
+        return False
+
+
+__all__ = ["StrategyBuilder", "arrays", "json_like", "ndarrays", "parse", "register_override", "tensors"]
