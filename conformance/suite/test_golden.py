@@ -1,0 +1,69 @@
+"""Golden vectors: the implementation decodes every vector of golden/<manifest>/ (SPEC R-VEC-1)
+and, recommended, encodes each canonical message to exactly the vector's bytes (SPEC R-VEC-2).
+
+This is how a third party proves byte-level compatibility: the bytes were written by the
+reference encoder, and the expected value is the canonical instance the vector was built from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+from conformance.compare import differences
+from conformance.plugin import check
+
+
+@lru_cache(maxsize=None)
+def _vectors(manifest_json: bytes, manifest_id: str) -> dict[tuple[str, str], Path]:
+    from conformance.golden import manifest_digest, read_index
+    from conformance.manifest.model import Manifest
+    from conformance.paths import golden_dir
+
+    import msgspec
+
+    index = read_index(manifest_id)
+    if index is None:
+        return {}
+    if index["manifest_sha256"] != manifest_digest(msgspec.json.decode(manifest_json, type=Manifest)):
+        return {}
+    folder = golden_dir() / manifest_id
+    return {(c["struct"], c["variant"]): folder / c["msgpack"] for c in index["cases"]}
+
+
+def _vector(ipc, struct: str, variant: str) -> bytes:
+    if "msgpack" not in ipc.transports:
+        pytest.skip("golden vectors are msgpack; this run does not check msgpack")
+    path = _vectors(ipc.manifest.to_json(), ipc.manifest.id).get((struct, variant))
+    if path is None:
+        pytest.skip(f"no golden vector for {ipc.manifest.id} {struct}.{variant} "
+                    "(run `ipc-conformance golden update` for a new bundled manifest)")
+    return path.read_bytes()
+
+
+@check("Golden", per=("struct", "variant"), name="DecodesVector")
+def test_decodes_vector(ipc, struct, variant):
+    data = _vector(ipc, struct, variant)
+    decoded = ipc.adapter.decode(data, "msgpack")
+    diffs = differences(ipc.instance(struct, variant), decoded)
+    assert not diffs, (
+        f"golden/{ipc.manifest.id}/{struct}.{variant}.msgpack decodes to another value (SPEC R-VEC-1):\n  "
+        + "\n  ".join(diffs[:10])
+    )
+
+
+@check("Golden", per=("struct", "variant"), level="Recommended", name="EncodesVector")
+def test_encodes_vector(ipc, struct, variant):
+    want = _vector(ipc, struct, variant)
+    got = ipc.adapter.encode(ipc.instance(struct, variant), "msgpack")
+    if got != want:
+        first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+        pytest.fail(
+            f"{struct} ({variant}) encodes to other bytes than golden/{ipc.manifest.id}/{struct}.{variant}.msgpack "
+            f"(SPEC R-VEC-2): {len(got)} bytes vs {len(want)}, first difference at byte {first} "
+            f"(got {got[first:first + 8].hex()}, golden {want[first:first + 8].hex()}; "
+            f"sha256 {hashlib.sha256(got).hexdigest()[:16]})"
+        )
