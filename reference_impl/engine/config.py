@@ -1,0 +1,124 @@
+"""Launch configuration shared by every engine process, and the IPC endpoint names.
+
+One EngineConfig is built by the launcher (from the command line) and handed,
+pickled, to every spawned process; IpcNames says which ipc:// endpoint each
+process binds. Nothing here imports torch, so the CLI stays light.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tempfile
+from dataclasses import dataclass, field
+from typing import Optional
+
+#: Process names as they appear in logs, traces, the tap and /get_server_info.
+TOKENIZER_MANAGER = "tokenizer_manager"
+CONTROLLER = "controller"
+DETOKENIZER = "detokenizer"
+
+
+def scheduler_name(dp_rank: int) -> str:
+    return f"scheduler_{dp_rank}"
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Everything a process needs to know. Immutable; resolved() fills the defaults."""
+
+    model_path: Optional[str] = None  # None: the built-in tiny checkpoint (written on first use)
+    dp_size: int = 1
+    device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
+    host: str = "127.0.0.1"
+    port: int = 30000
+    transport: Optional[str] = None  # "pickle" | "msgpack"; None: env IPC_TRANSPORT, else msgpack
+    served_model_name: Optional[str] = None
+    max_running_requests: int = 8  # continuous-batching width per scheduler (the decode batch shape)
+    context_length: Optional[int] = None  # None: the model's max_position_embeddings
+    stream_interval: int = 1  # a streaming request gets a chunk every N decode steps
+    request_timeout_s: float = 300.0  # hard bound on one request inside the tokenizer manager
+    startup_timeout_s: float = 120.0
+    threads_per_process: int = 1  # torch intra-op threads; fixed so results do not depend on load
+    log_level: str = "info"
+    trace_dir: Optional[str] = None  # OpenTelemetry spans as JSON lines, one file per process
+    tap_dir: Optional[str] = None  # test hook: every received IPC frame, one file per process
+    # Test hook: processes whose receive path skips the PickleWrapper unwrap (e.g.
+    # ("controller",)), to prove that the conformance checks notice. Never in production.
+    debug_skip_unwrap: tuple[str, ...] = ()
+
+    def resolved(self) -> "EngineConfig":
+        from reference_impl import codec
+
+        transport = codec._check_transport(self.transport)  # env var when None; validates
+        if self.dp_size < 1:
+            raise ValueError(f"dp_size must be >= 1, got {self.dp_size}")
+        if self.max_running_requests < 1:
+            raise ValueError(f"max_running_requests must be >= 1, got {self.max_running_requests}")
+        device = resolve_device(self.device)
+        model_path = self.model_path
+        if model_path is None:
+            from .checkpoint import ensure_default_checkpoint
+
+            model_path = str(ensure_default_checkpoint())
+        name = self.served_model_name or os.path.basename(os.path.normpath(model_path))
+        return dataclasses.replace(self, transport=transport, device=device, model_path=model_path,
+                                   served_model_name=name)
+
+    def scheduler_device(self, dp_rank: int) -> str:
+        """cuda ranks spread over the visible GPUs; cpu stays cpu."""
+        if self.device == "cuda":
+            import torch
+
+            return f"cuda:{dp_rank % max(1, torch.cuda.device_count())}"
+        return self.device
+
+
+def resolve_device(device: str) -> str:
+    """'auto' picks cuda when torch sees a GPU; asking for cuda without one is an error."""
+    if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+        raise ValueError(f"unknown device {device!r}; choose auto, cpu or cuda")
+    if device == "cpu":
+        return device
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if not torch.cuda.is_available():
+        raise ValueError(f"--device {device} requested but torch.cuda.is_available() is False")
+    return device
+
+
+@dataclass(frozen=True)
+class IpcNames:
+    """The ipc:// endpoints, all inside one private directory (mode 0700).
+
+    Receivers bind, senders connect (PUSH -> PULL everywhere):
+      tokenizer_manager  <- detokenizer (outputs), schedulers + controller (control replies, errors)
+      controller         <- tokenizer_manager
+      schedulers[r]      <- controller
+      detokenizer        <- schedulers
+    """
+
+    ipc_dir: str
+    tokenizer_manager: str
+    controller: str
+    detokenizer: str
+    schedulers: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def create(cls, dp_size: int) -> "IpcNames":
+        # A short prefix: unix socket paths are limited to ~107 bytes.
+        ipc_dir = tempfile.mkdtemp(prefix="ipce-")
+        os.chmod(ipc_dir, 0o700)
+
+        def name(stem: str) -> str:
+            return f"ipc://{os.path.join(ipc_dir, stem)}"
+
+        return cls(
+            ipc_dir=ipc_dir,
+            tokenizer_manager=name("tokenizer_manager"),
+            controller=name("controller"),
+            detokenizer=name("detokenizer"),
+            schedulers=tuple(name(f"scheduler_{r}") for r in range(dp_size)),
+        )

@@ -1,0 +1,115 @@
+"""The data-parallel controller: routes tokenized requests to the scheduler ranks.
+
+    tokenizer manager --TokenizedGenerateReqInput / TokenizedEmbeddingReqInput--> controller
+        --> one scheduler (routed_dp_rank if given, else round robin)
+    tokenizer manager --AbortReq / FlushCacheReqInput / UpdateWeightsFromTensorReqInput--> controller
+        --> every scheduler
+    controller --AbortReq (routing errors)--> tokenizer manager
+
+The controller reads each request's time stats (it stamps the dispatch and opens
+a trace span), so its receive path must unwrap PickleWrapper fields: upstream's
+controller first forgot to, and under msgpack it then handled a wrapper instead
+of the time stats. ``unwrap_on_receive`` is that step; EngineConfig.debug_skip_unwrap
+=("controller",) disables it, to show that the conformance checks catch the bug.
+"""
+
+from __future__ import annotations
+
+import logging
+from multiprocessing.connection import Connection
+from typing import Any
+
+import zmq
+
+from reference_impl import codec
+from reference_impl.io_struct import (
+    AbortReq,
+    FlushCacheReqInput,
+    TokenizedEmbeddingReqInput,
+    TokenizedGenerateReqInput,
+    UpdateWeightsFromTensorReqInput,
+)
+
+from .config import CONTROLLER, EngineConfig, IpcNames
+from .ipc import Receiver, Sender, choose_unwrap
+from .runtime import run_child
+from .tap import Tap
+from .tracing import Tracing
+
+logger = logging.getLogger(__name__)
+
+ROUTED = (TokenizedGenerateReqInput, TokenizedEmbeddingReqInput)
+BROADCAST = (AbortReq, FlushCacheReqInput, UpdateWeightsFromTensorReqInput)
+
+
+def unwrap_on_receive(obj: Any, transport: str) -> Any:
+    """The controller's receive-path unwrap: open every PickleWrapper (time_stats) before use."""
+    return codec.unwrap(obj, allow_pickle=True, transport=transport)
+
+
+class DataParallelController:
+    def __init__(self, config: EngineConfig, ipc: IpcNames) -> None:
+        self.config = config
+        self.transport = config.transport
+        self.ctx = zmq.Context()
+        self.tap = Tap(config.tap_dir, CONTROLLER)
+        self.tracing = Tracing(CONTROLLER, config.trace_dir)
+        self.receiver = Receiver(self.ctx, ipc.controller, link="controller<-tokenizer_manager",
+                                 transport=self.transport, tap=self.tap,
+                                 unwrap=choose_unwrap(CONTROLLER, config.debug_skip_unwrap, unwrap_on_receive))
+        self.workers = [Sender(self.ctx, endpoint, self.transport) for endpoint in ipc.schedulers]
+        self.to_tokenizer = Sender(self.ctx, ipc.tokenizer_manager, self.transport)
+        self.next_rank = 0
+
+    def event_loop(self) -> None:
+        while True:
+            try:
+                obj = self.receiver.recv(timeout_ms=1000)
+            except Exception:
+                logger.exception("controller: undecodable message dropped")
+                continue
+            if obj is None:
+                continue
+            try:
+                self.dispatch(obj)
+            except Exception as exc:
+                logger.exception("controller: failed to dispatch %s", type(obj).__name__)
+                rid = getattr(obj, "rid", None)
+                if rid is not None:
+                    self.to_tokenizer.send(AbortReq(rid=rid, finished_reason={
+                        "type": "abort", "message": f"controller: {type(exc).__name__}: {exc}", "status_code": 500}))
+
+    def choose_rank(self, obj: Any) -> int:
+        if obj.routed_dp_rank is not None:
+            if not 0 <= obj.routed_dp_rank < len(self.workers):
+                raise ValueError(f"routed_dp_rank {obj.routed_dp_rank} is not in [0, {len(self.workers)})")
+            return obj.routed_dp_rank
+        rank = self.next_rank
+        self.next_rank = (self.next_rank + 1) % len(self.workers)
+        return rank
+
+    def dispatch(self, obj: Any) -> None:
+        if isinstance(obj, ROUTED):
+            rank = self.choose_rank(obj)
+            stats = obj.time_stats
+            if stats is not None:
+                stats.mark("controller_dispatch")  # a PickleWrapper here means the unwrap was skipped
+            with self.tracing.step("controller.dispatch", stats, rid=obj.rid, dp_rank=rank):
+                pass
+            self.workers[rank].send(obj)
+        elif isinstance(obj, BROADCAST):
+            for worker in self.workers:
+                worker.send(obj)
+        else:
+            raise TypeError(f"the controller does not route {type(obj).__name__}")
+
+    def close(self) -> None:
+        for sock in (self.receiver, self.to_tokenizer, *self.workers):
+            sock.close()
+        self.ctx.term()
+        self.tap.close()
+        self.tracing.shutdown()
+
+
+def run_controller_process(config: EngineConfig, ipc: IpcNames, ready: Connection) -> None:
+    run_child(CONTROLLER, config, ipc, ready, lambda: DataParallelController(config, ipc))

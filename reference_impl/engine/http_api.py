@@ -1,0 +1,181 @@
+"""The HTTP server (FastAPI): SGLang-native routes; OpenAI-compatible ones are in openai_api.py.
+
+    POST /generate                   text | input_ids, sampling_params, stream (SSE), logprobs, hidden states
+    POST /encode                     embeddings (pooled hidden state tensor on the IPC path)
+    POST /update_weights_from_tensor base64 safetensors payloads, applied in every scheduler
+    GET|POST /flush_cache            POST /abort_request
+    GET /health                      200 healthy, 503 when a child process died
+    GET /health_generate             one greedy token through the whole pipeline
+    GET /get_server_info             transport, dp size, device, pids, ...
+    GET /get_model_info
+
+Bodies are parsed by protocol.py; client errors are 4xx JSON naming the field and
+never reach a scheduler; engine failures are 5xx JSON.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator, Callable, Optional
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+
+from . import protocol
+from .protocol import AbortRequest, EncodeRequest, GenerateRequest, RequestError, parse_body
+from .tokenizer_manager import EngineError, TokenizerManager
+from .tracing import trace_headers
+
+logger = logging.getLogger(__name__)
+
+
+def sse(data: Any) -> bytes:
+    return b"data: " + json.dumps(data, ensure_ascii=False).encode() + b"\n\n"
+
+
+SSE_DONE = b"data: [DONE]\n\n"
+
+
+def error_response(exc: Exception) -> JSONResponse:
+    if isinstance(exc, (RequestError, EngineError)):
+        return JSONResponse(exc.to_json(), status_code=exc.status_code)
+    logger.exception("internal error", exc_info=exc)
+    return JSONResponse(EngineError(f"{type(exc).__name__}: {exc}").to_json(), status_code=500)
+
+
+async def stream_response(first: Any, rest: AsyncIterator[Any], render: Callable[[Any], list[bytes]],
+                          tail: Callable[[], list[bytes]] = lambda: []) -> StreamingResponse:
+    """SSE: the already-received first item, the rest, [DONE]; an engine error mid-stream becomes an error event."""
+
+    async def body() -> AsyncIterator[bytes]:
+        try:
+            for chunk in render(first):
+                yield chunk
+            async for item in rest:
+                for chunk in render(item):
+                    yield chunk
+            for chunk in tail():
+                yield chunk
+        except (EngineError, RequestError) as exc:
+            yield sse({"error": exc.to_json()})
+        finally:
+            await rest.aclose()
+        yield SSE_DONE
+
+    return StreamingResponse(body(), media_type="text/event-stream")
+
+
+async def first_item(agen: AsyncIterator[Any]) -> Any:
+    """Start a stream: errors before the first item are plain HTTP errors, not a 200 stream."""
+    try:
+        return await agen.__anext__()
+    except BaseException:
+        await agen.aclose()
+        raise
+
+
+async def collect(agen: AsyncIterator[Any]) -> Any:
+    last = None
+    async for last in agen:
+        pass
+    return last
+
+
+def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = None) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await tm.start()
+        cfg = tm.config
+        logger.info("ready: http://%s:%d  model=%s transport=%s dp_size=%d device=%s", cfg.host, cfg.port,
+                    cfg.served_model_name, cfg.transport, cfg.dp_size, cfg.device)
+        try:
+            yield
+        finally:
+            await tm.stop()
+            if on_shutdown is not None:
+                on_shutdown()
+
+    app = FastAPI(title="ipc-conformance reference engine", lifespan=lifespan)
+    app.state.tm = tm
+
+    @app.exception_handler(RequestError)
+    async def _request_error(request: Request, exc: RequestError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.exception_handler(EngineError)
+    async def _engine_error(request: Request, exc: EngineError) -> JSONResponse:
+        return error_response(exc)
+
+    @app.post("/generate")
+    async def generate(request: Request) -> Response:
+        req = parse_body(GenerateRequest, await request.body())
+        specs, is_batch = protocol.generate_specs(req, tm.tokenizer, tm.vocab_size, tm.context_length)
+        headers = trace_headers(request.headers)
+        if req.stream:
+            agen = tm.generate(specs[0], headers)
+            first = await first_item(agen)
+            return await stream_response(first, agen, lambda out: [sse(out)])
+        results = await asyncio.gather(*(collect(tm.generate(s, headers)) for s in specs))
+        return JSONResponse(results if is_batch else results[0])
+
+    @app.post("/encode")
+    async def encode(request: Request) -> Response:
+        req = parse_body(EncodeRequest, await request.body())
+        specs, is_batch = protocol.encode_specs(req, tm.tokenizer, tm.vocab_size, tm.context_length)
+        headers = trace_headers(request.headers)
+        results = await asyncio.gather(*(tm.encode(s, headers) for s in specs))
+        return JSONResponse(results if is_batch else results[0])
+
+    @app.post("/abort_request")
+    async def abort_request(request: Request) -> Response:
+        req = parse_body(AbortRequest, await request.body())
+        if not req.rid and not req.abort_all:
+            raise RequestError("rid: give a rid or abort_all=true", param="rid")
+        await tm.abort(req.rid, req.abort_all)
+        return JSONResponse({})
+
+    @app.api_route("/flush_cache", methods=["GET", "POST"])
+    async def flush_cache() -> Response:
+        success, message = await tm.flush_cache()
+        return JSONResponse({"success": success, "message": message}, status_code=200 if success else 400)
+
+    @app.post("/update_weights_from_tensor")
+    async def update_weights_from_tensor(request: Request) -> Response:
+        obj = protocol.update_weights_request(await request.body(), tm.parameter_shapes)
+        success, message = await tm.update_weights_from_tensor(obj)
+        return JSONResponse({"success": success, "message": message}, status_code=200 if success else 400)
+
+    @app.get("/health")
+    async def health() -> Response:
+        healthy, body = tm.health()
+        return JSONResponse(body, status_code=200 if healthy else 503)
+
+    @app.get("/health_generate")
+    async def health_generate() -> Response:
+        healthy, body = tm.health()
+        if healthy:
+            params = protocol.sampling_params_from({"max_new_tokens": 1, "temperature": 0}, tm.vocab_size)
+            spec = protocol.GenerateSpec(input_ids=tm.tokenizer.encode("health"), input_text=None,
+                                         sampling_params=params)
+            await collect(tm.generate(spec))
+        return JSONResponse(body, status_code=200 if healthy else 503)
+
+    @app.get("/get_server_info")
+    @app.get("/server_info")
+    async def get_server_info() -> Response:
+        return JSONResponse(tm.server_info())
+
+    @app.get("/get_model_info")
+    @app.get("/model_info")
+    async def get_model_info() -> Response:
+        return JSONResponse({"model_path": tm.config.model_path, "tokenizer_path": tm.config.model_path,
+                             "is_generation": True, "served_model_name": tm.config.served_model_name,
+                             "weight_version": tm.weight_version})
+
+    from .openai_api import add_openai_routes
+
+    add_openai_routes(app, tm)
+    return app

@@ -1,0 +1,141 @@
+"""Start and stop the whole server: child processes, then the HTTP server with the tokenizer manager.
+
+    launch_server(config)
+      1. resolve the config (transport, device, default tiny checkpoint)
+      2. make the private IPC directory (0700) and spawn (multiprocessing "spawn"):
+         controller, scheduler_0..N-1, detokenizer; wait until each reports ready
+      3. run uvicorn with the FastAPI app; the tokenizer manager starts in its lifespan
+      4. on SIGINT / SIGTERM (or any exit): stop the tokenizer manager, terminate and
+         join every child (kill after a grace period), remove the IPC directory
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import shutil
+import signal
+import time
+from multiprocessing.connection import wait
+from typing import Any, Optional
+
+from .config import CONTROLLER, DETOKENIZER, TOKENIZER_MANAGER, EngineConfig, IpcNames, scheduler_name
+from .runtime import setup_logging
+
+logger = logging.getLogger(__name__)
+
+TERMINATE_GRACE_S = 5.0
+
+
+class EngineStartupError(RuntimeError):
+    pass
+
+
+class EngineProcesses:
+    """The child processes of one server and their IPC directory. shutdown() is idempotent."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        self.ipc: Optional[IpcNames] = None
+        self.children: list[tuple[str, Any]] = []  # (name, multiprocessing.Process)
+        self._down = False
+
+    def start(self) -> "EngineProcesses":
+        from .controller import run_controller_process
+        from .detokenizer import run_detokenizer_process
+        from .scheduler import run_scheduler_process
+
+        cfg = self.config
+        self.ipc = IpcNames.create(cfg.dp_size)
+        ctx = multiprocessing.get_context("spawn")
+        plan = [(CONTROLLER, run_controller_process, ())]
+        plan += [(scheduler_name(r), run_scheduler_process, (r,)) for r in range(cfg.dp_size)]
+        plan += [(DETOKENIZER, run_detokenizer_process, ())]
+        readers = {}
+        for name, target, extra in plan:
+            reader, writer = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=target, args=(cfg, self.ipc, *extra, writer), name=name, daemon=True)
+            proc.start()
+            writer.close()
+            self.children.append((name, proc))
+            readers[reader] = (name, proc)
+        self._wait_ready(readers)
+        logger.info("engine processes ready: %s", ", ".join(f"{n} (pid {p.pid})" for n, p in self.children))
+        return self
+
+    def _wait_ready(self, readers: dict) -> None:
+        deadline = time.monotonic() + self.config.startup_timeout_s
+        pending = dict(readers)
+        while pending:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise EngineStartupError(f"not ready within {self.config.startup_timeout_s:.0f} s: "
+                                         f"{', '.join(n for n, _ in pending.values())}")
+            for reader in wait(list(pending), timeout=min(left, 1.0)):
+                name, proc = pending.pop(reader)
+                try:
+                    msg = reader.recv()
+                except EOFError:
+                    raise EngineStartupError(f"{name} exited during startup (exit code {proc.exitcode})") from None
+                if msg.get("status") != "ready":
+                    raise EngineStartupError(f"{name} failed to start:\n{msg.get('error')}")
+            for reader, (name, proc) in list(pending.items()):
+                if not proc.is_alive() and not reader.poll():
+                    raise EngineStartupError(f"{name} exited during startup (exit code {proc.exitcode})")
+
+    def shutdown(self) -> None:
+        if self._down:
+            return
+        self._down = True
+        for _, proc in self.children:
+            if proc.is_alive():
+                proc.terminate()
+        deadline = time.monotonic() + TERMINATE_GRACE_S
+        for name, proc in self.children:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                logger.warning("%s (pid %d) ignored SIGTERM; killing it", name, proc.pid)
+                proc.kill()
+                proc.join(5)
+        if self.ipc is not None:
+            shutil.rmtree(self.ipc.ipc_dir, ignore_errors=True)
+        logger.info("engine processes stopped; IPC directory removed")
+
+
+class _Terminated(SystemExit):
+    pass
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise _Terminated(0)
+
+
+def launch_server(config: EngineConfig) -> None:
+    """Run the server in this process until SIGINT / SIGTERM; always leaves no child and no socket file."""
+    import torch
+    import uvicorn
+
+    setup_logging(TOKENIZER_MANAGER, config.log_level)
+    config = config.resolved()
+    torch.set_num_threads(config.threads_per_process)
+    logger.info("starting: model=%s dp_size=%d device=%s; IPC transport: %s (pid %d)", config.model_path,
+                config.dp_size, config.device, config.transport, os.getpid())
+    previous = signal.signal(signal.SIGTERM, _on_sigterm)
+    engine = EngineProcesses(config)
+    try:
+        engine.start()
+        from .http_api import build_app
+        from .tokenizer_manager import TokenizerManager
+
+        tm = TokenizerManager(config, engine.ipc, engine.children)
+        app = build_app(tm, on_shutdown=engine.shutdown)
+        server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_config=None,
+                                               log_level=config.log_level, access_log=config.log_level == "debug",
+                                               timeout_graceful_shutdown=3, lifespan="on"))
+        server.run()  # handles SIGINT/SIGTERM itself, then re-raises the signal (caught here)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        engine.shutdown()
+        signal.signal(signal.SIGTERM, previous)

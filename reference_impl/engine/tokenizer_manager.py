@@ -1,0 +1,428 @@
+"""The tokenizer manager: lives in the HTTP server process, talks to the engine over ZeroMQ.
+
+    HTTP handler --GenerateSpec--> TokenizerManager --TokenizedGenerateReqInput--> controller
+    TokenizerManager <--BatchStrOutput / BatchEmbeddingOutput-- detokenizer
+    TokenizerManager <--FlushCacheReqOutput / UpdateWeightsFromTensorReqOutput / AbortReq-- schedulers, controller
+
+One asyncio task receives everything and routes it by ``rid`` to the waiting
+request (an asyncio.Queue per request); replies to control requests are
+collected from every data-parallel rank. A second task watches the child
+processes: when one dies, every waiting request fails at once with 503 and
+/health turns unhealthy (nothing hangs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from array import array
+from dataclasses import asdict, dataclass, field
+from typing import Any, AsyncIterator, Optional, Sequence
+
+import torch
+import zmq.asyncio
+
+from reference_impl import __version__
+from reference_impl.io_struct import (
+    AbortReq,
+    BatchEmbeddingOutput,
+    BatchStrOutput,
+    FlushCacheReqInput,
+    FlushCacheReqOutput,
+    SamplingParams,
+    TokenizedEmbeddingReqInput,
+    TokenizedGenerateReqInput,
+    UpdateWeightsFromTensorReqInput,
+    UpdateWeightsFromTensorReqOutput,
+)
+
+from .config import TOKENIZER_MANAGER, EngineConfig, IpcNames
+from .ipc import AsyncReceiver, AsyncSender, choose_unwrap
+from .model import ModelConfig, parameter_shapes
+from .protocol import EncodeSpec, GenerateSpec, RequestError
+from .tap import Tap
+from .tokenizer import ByteTokenizer
+from .tracing import ReqTimeStats, Tracing
+
+logger = logging.getLogger(__name__)
+
+WATCH_INTERVAL_S = 0.2
+CONTROL_TIMEOUT_S = 60.0
+
+
+class EngineError(Exception):
+    """The engine could not serve the request (not the client's fault): 5xx."""
+
+    def __init__(self, message: str, status_code: int = 500) -> None:
+        super().__init__(message)
+        self.message, self.status_code = message, status_code
+
+    def to_json(self) -> dict:
+        kind = {503: "ServiceUnavailableError", 504: "TimeoutError"}.get(self.status_code, "InternalServerError")
+        return {"object": "error", "message": self.message, "type": kind, "param": None, "code": self.status_code}
+
+
+LOGPROB_FIELDS = ("input_token_logprobs", "output_token_logprobs", "input_top_logprobs", "output_top_logprobs",
+                  "input_token_ids_logprobs", "output_token_ids_logprobs")
+
+
+@dataclass
+class ReqState:
+    rid: str
+    spec: Any
+    stats: ReqTimeStats
+    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    finished: bool = False
+    created: float = field(default_factory=time.time)
+    text: str = ""
+    output_ids: list[int] = field(default_factory=list)
+    logprobs: dict[str, tuple[list, list]] = field(default_factory=lambda: {k: ([], []) for k in LOGPROB_FIELDS})
+    hidden_states: list = field(default_factory=list)
+    span: Any = None
+
+
+@dataclass
+class _Pending:
+    future: asyncio.Future
+    expected: int
+    replies: list = field(default_factory=list)
+
+
+class TokenizerManager:
+    def __init__(self, config: EngineConfig, ipc: IpcNames, children: Sequence[tuple[str, Any]] = ()) -> None:
+        self.config, self.ipc = config, ipc
+        self.children = list(children)  # (name, multiprocessing.Process)
+        self.model_config = ModelConfig.load(config.model_path)
+        self.tokenizer = ByteTokenizer.from_pretrained(config.model_path)
+        self.vocab_size = self.model_config.vocab_size
+        self.context_length = config.context_length or self.model_config.max_position_embeddings
+        self.parameter_shapes = parameter_shapes(self.model_config)
+        self.tracing = Tracing(TOKENIZER_MANAGER, config.trace_dir)
+        self.tap = Tap(config.tap_dir, TOKENIZER_MANAGER)
+        self.states: dict[str, ReqState] = {}
+        self.pending: dict[str, _Pending] = {}
+        self.weight_version = "default"
+        self.dead: list[str] = []
+        self.stopping = False
+        self._tasks: list[asyncio.Task] = []
+        self._weights_lock: Optional[asyncio.Lock] = None
+
+    # -- lifecycle -------------------------------------------------------------------
+    async def start(self) -> None:
+        self.ctx = zmq.asyncio.Context()
+        self.receiver = AsyncReceiver(self.ctx, self.ipc.tokenizer_manager, link="tokenizer_manager<-engine",
+                                      transport=self.config.transport, tap=self.tap,
+                                      unwrap=choose_unwrap(TOKENIZER_MANAGER, self.config.debug_skip_unwrap))
+        self.sender = AsyncSender(self.ctx, self.ipc.controller, self.config.transport)
+        self._weights_lock = asyncio.Lock()
+        self._tasks = [asyncio.create_task(self._handle_loop(), name="tm-recv"),
+                       asyncio.create_task(self._watch_children(), name="tm-watch")]
+        logger.info("tokenizer_manager started; IPC transport: %s", self.config.transport)
+
+    async def stop(self) -> None:
+        self.stopping = True
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._fail_all(EngineError("the server is shutting down", 503))
+        self.receiver.close()
+        self.sender.close()
+        self.ctx.term()
+        self.tap.close()
+        self.tracing.shutdown()
+
+    def health(self) -> tuple[bool, dict]:
+        alive = {name: proc.is_alive() for name, proc in self.children}
+        healthy = not self.dead and not self.stopping and all(alive.values())
+        return healthy, {"status": "healthy" if healthy else "unhealthy", "processes": alive, "dead": self.dead}
+
+    def check_healthy(self) -> None:
+        if self.stopping:
+            raise EngineError("the server is shutting down", 503)
+        if self.dead:
+            raise EngineError(f"engine unhealthy: {'; '.join(self.dead)} died", 503)
+
+    # -- receiving -------------------------------------------------------------------
+    async def _handle_loop(self) -> None:
+        while True:
+            try:
+                obj = await self.receiver.recv()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("tokenizer_manager: undecodable message dropped")
+                continue
+            try:
+                self._dispatch(obj)
+            except Exception:
+                logger.exception("tokenizer_manager: failed on %s", type(obj).__name__)
+
+    def _dispatch(self, obj: Any) -> None:
+        if isinstance(obj, BatchStrOutput):
+            self._handle_str_output(obj)
+        elif isinstance(obj, BatchEmbeddingOutput):
+            self._handle_embedding_output(obj)
+        elif isinstance(obj, (FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput)):
+            pending = self.pending.get(obj.rid)
+            if pending is not None and not pending.future.done():
+                pending.replies.append(obj)
+                if len(pending.replies) >= pending.expected:
+                    pending.future.set_result(pending.replies)
+        elif isinstance(obj, AbortReq):
+            self._handle_abort(obj)
+        else:
+            logger.warning("tokenizer_manager: unexpected %s", type(obj).__name__)
+
+    def _handle_abort(self, obj: AbortReq) -> None:
+        state = self.states.get(obj.rid)
+        if state is None or state.finished:
+            return
+        reason = obj.finished_reason or {}
+        state.finished = True
+        state.queue.put_nowait(EngineError(str(reason.get("message") or "aborted by the engine"),
+                                           int(reason.get("status_code") or 500)))
+
+    def _handle_str_output(self, obj: BatchStrOutput) -> None:
+        stats_list = obj.time_stats or [None] * len(obj.rids)
+        for i, rid in enumerate(obj.rids):
+            state = self.states.get(rid)
+            if state is None or state.finished:
+                continue
+            spec: GenerateSpec = state.spec
+            state.text += obj.output_strs[i]
+            state.output_ids.extend(obj.output_ids[i])
+            if spec.return_logprob:
+                for name in LOGPROB_FIELDS:
+                    vals, idxs = getattr(obj, name + "_val"), getattr(obj, name + "_idx")
+                    if vals is not None and vals[i] is not None:
+                        state.logprobs[name][0].extend(vals[i])
+                        state.logprobs[name][1].extend(idxs[i])
+            if obj.output_hidden_states is not None and obj.output_hidden_states[i] is not None:
+                state.hidden_states.extend(obj.output_hidden_states[i])
+            reason = obj.finished_reasons[i]
+            meta: dict[str, Any] = {
+                "id": rid,
+                "finish_reason": reason,
+                "prompt_tokens": obj.prompt_tokens[i],
+                "completion_tokens": obj.completion_tokens[i],
+                "cached_tokens": obj.cached_tokens[i],
+                "weight_version": self.weight_version,
+            }
+            if obj.dp_ranks is not None:
+                meta["dp_rank"] = obj.dp_ranks[i]
+            if spec.return_logprob:
+                meta.update(self._logprob_meta(state))
+            if spec.return_hidden_states:
+                meta["hidden_states"] = list(state.hidden_states)
+            if reason is not None:
+                state.finished = True
+                stats = stats_list[i]
+                with self.tracing.step("tokenizer_manager.response", stats, rid=rid):
+                    if stats is not None:
+                        stats.mark("response")
+                meta["e2e_latency"] = time.time() - state.created
+            if spec.stream or reason is not None:
+                state.queue.put_nowait({"text": state.text, "output_ids": list(state.output_ids), "meta_info": meta})
+
+    def _logprob_meta(self, state: ReqState) -> dict:
+        with_text = state.spec.return_text_in_logprobs
+
+        def triple(val: Optional[float], idx: Optional[int]) -> list:
+            return [val, idx, self.tokenizer.id_to_token(idx) if with_text and idx is not None else None]
+
+        def rows(vals: list, idxs: list) -> list:
+            return [None if v is None else [triple(a, b) for a, b in zip(v, i)] for v, i in zip(vals, idxs)]
+
+        lp = state.logprobs
+        out = {
+            "input_token_logprobs": [triple(v, i) for v, i in zip(*lp["input_token_logprobs"])],
+            "output_token_logprobs": [triple(v, i) for v, i in zip(*lp["output_token_logprobs"])],
+        }
+        if state.spec.top_logprobs_num > 0:
+            out["input_top_logprobs"] = rows(*lp["input_top_logprobs"])
+            out["output_top_logprobs"] = rows(*lp["output_top_logprobs"])
+        if state.spec.token_ids_logprob is not None:
+            out["input_token_ids_logprobs"] = rows(*lp["input_token_ids_logprobs"])
+            out["output_token_ids_logprobs"] = rows(*lp["output_token_ids_logprobs"])
+        return out
+
+    def _handle_embedding_output(self, obj: BatchEmbeddingOutput) -> None:
+        stats_list = obj.time_stats or [None] * len(obj.rids)
+        for i, rid in enumerate(obj.rids):
+            state = self.states.get(rid)
+            if state is None or state.finished:
+                continue
+            state.finished = True
+            with self.tracing.step("tokenizer_manager.response", stats_list[i], rid=rid):
+                pass
+            out: dict[str, Any] = {"embedding": obj.embeddings[i], "meta_info": {
+                "id": rid, "finish_reason": obj.finished_reasons[i], "prompt_tokens": obj.prompt_tokens[i],
+                "cached_tokens": obj.cached_tokens[i], "weight_version": self.weight_version,
+                "e2e_latency": time.time() - state.created}}
+            pooled = obj.pooled_hidden_states[i] if obj.pooled_hidden_states is not None else None
+            if pooled is not None:
+                if not isinstance(pooled, torch.Tensor):
+                    raise TypeError(f"pooled_hidden_states[{i}] arrived as {type(pooled).__name__}, not a tensor")
+                out["pooled_hidden_state"] = pooled.tolist()
+                out["meta_info"]["pooled_hidden_state_dtype"] = str(pooled.dtype).removeprefix("torch.")
+            state.queue.put_nowait(out)
+
+    # -- watchdog --------------------------------------------------------------------
+    async def _watch_children(self) -> None:
+        while True:
+            await asyncio.sleep(WATCH_INTERVAL_S)
+            if self.stopping or self.dead:
+                continue
+            dead = [f"{name} (pid {proc.pid}, exit code {proc.exitcode})"
+                    for name, proc in self.children if not proc.is_alive()]
+            if dead:
+                self.dead = dead
+                logger.error("engine process died: %s; failing %d requests", "; ".join(dead), len(self.states))
+                self._fail_all(EngineError(f"engine process died: {'; '.join(dead)}", 503))
+
+    def _fail_all(self, error: EngineError) -> None:
+        for state in list(self.states.values()):
+            if not state.finished:
+                state.finished = True
+                state.queue.put_nowait(error)
+        for pending in list(self.pending.values()):
+            if not pending.future.done():
+                pending.future.set_exception(error)
+
+    # -- requests --------------------------------------------------------------------
+    def _new_state(self, rid: Optional[str], spec: Any, trace_header: Optional[dict], kind: str) -> ReqState:
+        self.check_healthy()
+        rid = rid or uuid.uuid4().hex
+        if rid in self.states:
+            raise RequestError(f"rid: a request with rid {rid!r} is already running", param="rid")
+        stats = ReqTimeStats(rid=rid, external_trace_header=trace_header, trace_carrier=dict(trace_header or {}))
+        stats.mark("created")
+        state = ReqState(rid=rid, spec=spec, stats=stats)
+        state.span = self.tracing.start_span("tokenizer_manager.request", trace_header, rid=rid, kind=kind,
+                                             transport=self.config.transport, prompt_tokens=len(spec.input_ids))
+        stats.trace_carrier = Tracing.carrier(state.span, trace_header)
+        self.states[rid] = state
+        return state
+
+    async def _wait(self, state: ReqState) -> AsyncIterator[Any]:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.request_timeout_s
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(state.queue.get(), timeout=max(0.0, deadline - loop.time()))
+                except asyncio.TimeoutError:
+                    raise EngineError(f"request {state.rid} timed out after {self.config.request_timeout_s:.0f} s",
+                                      504) from None
+                if isinstance(item, Exception):
+                    raise item
+                yield item
+                if state.finished and state.queue.empty():
+                    return
+        finally:
+            self.states.pop(state.rid, None)
+            if not state.finished and not self.stopping and not self.dead:
+                # The client went away (or timed out): stop the work in the scheduler.
+                asyncio.ensure_future(self._send_quietly(AbortReq(rid=state.rid, abort_message="client gone")))
+            if state.span is not None:
+                state.span.end()
+
+    async def _send_quietly(self, obj: Any) -> None:
+        try:
+            await self.sender.send(obj)
+        except Exception:
+            logger.exception("tokenizer_manager: could not send %s", type(obj).__name__)
+
+    async def generate(self, spec: GenerateSpec, trace_header: Optional[dict] = None) -> AsyncIterator[dict]:
+        """Yields out dicts (cumulative text): every chunk when streaming, else only the final one."""
+        state = self._new_state(spec.rid, spec, trace_header, "generate")
+        req = TokenizedGenerateReqInput(
+            rid=state.rid, input_text=spec.input_text, input_ids=array("q", spec.input_ids), input_embeds=None,
+            mm_inputs=None, token_type_ids=None, sampling_params=spec.sampling_params,
+            return_logprob=spec.return_logprob, logprob_start_len=spec.logprob_start_len,
+            top_logprobs_num=spec.top_logprobs_num, token_ids_logprob=spec.token_ids_logprob, stream=spec.stream,
+            return_hidden_states=spec.return_hidden_states, routed_dp_rank=spec.routed_dp_rank,
+            time_stats=state.stats)
+        try:
+            await self.sender.send(req)
+        except Exception:
+            self.states.pop(state.rid, None)
+            raise
+        async for out in self._wait(state):
+            yield out
+
+    async def encode(self, spec: EncodeSpec, trace_header: Optional[dict] = None) -> dict:
+        state = self._new_state(spec.rid, spec, trace_header, "embed")
+        req = TokenizedEmbeddingReqInput(
+            rid=state.rid, input_text=spec.input_text, input_ids=array("q", spec.input_ids), mm_inputs=None,
+            token_type_ids=None, sampling_params=SamplingParams(max_new_tokens=0),
+            return_pooled_hidden_states=spec.return_pooled_hidden_states, routed_dp_rank=spec.routed_dp_rank,
+            time_stats=state.stats)
+        try:
+            await self.sender.send(req)
+        except Exception:
+            self.states.pop(state.rid, None)
+            raise
+        waiter = self._wait(state)
+        try:
+            return await waiter.__anext__()
+        except StopAsyncIteration:
+            raise EngineError(f"request {state.rid} ended without output") from None
+        finally:
+            await waiter.aclose()
+
+    async def abort(self, rid: str = "", abort_all: bool = False) -> None:
+        self.check_healthy()
+        if abort_all or rid in self.states:
+            await self.sender.send(AbortReq(rid=rid or None, abort_all=abort_all, abort_message="aborted by request"))
+
+    async def _control(self, req: Any) -> list:
+        self.check_healthy()
+        rid = req.rid = uuid.uuid4().hex
+        pending = self.pending[rid] = _Pending(asyncio.get_running_loop().create_future(), self.config.dp_size)
+        try:
+            await self.sender.send(req)
+            return await asyncio.wait_for(pending.future, CONTROL_TIMEOUT_S)
+        except asyncio.TimeoutError:
+            raise EngineError(f"{type(req).__name__}: no reply from every scheduler within {CONTROL_TIMEOUT_S:.0f} s",
+                              504) from None
+        finally:
+            self.pending.pop(rid, None)
+
+    async def flush_cache(self) -> tuple[bool, str]:
+        replies = await self._control(FlushCacheReqInput())
+        return all(r.success for r in replies), "; ".join(r.message for r in replies)
+
+    async def update_weights_from_tensor(self, obj: UpdateWeightsFromTensorReqInput) -> tuple[bool, str]:
+        async with self._weights_lock:
+            replies = await self._control(obj)
+            success = all(r.success for r in replies)
+            if success and obj.weight_version is not None:
+                self.weight_version = obj.weight_version
+            return success, "; ".join(r.message for r in replies)
+
+    def server_info(self) -> dict:
+        return {
+            "version": __version__,
+            "model_path": self.config.model_path,
+            "served_model_name": self.config.served_model_name,
+            "transport": self.config.transport,
+            "dp_size": self.config.dp_size,
+            "device": self.config.device,
+            "scheduler_devices": [self.config.scheduler_device(r) for r in range(self.config.dp_size)],
+            "context_length": self.context_length,
+            "max_running_requests": self.config.max_running_requests,
+            "stream_interval": self.config.stream_interval,
+            "weight_version": self.weight_version,
+            "tracing": self.tracing.enabled,
+            "ipc_dir": self.ipc.ipc_dir,
+            "pids": {name: proc.pid for name, proc in self.children},
+            "model_config": asdict(self.model_config),
+            "healthy": self.health()[0],
+        }

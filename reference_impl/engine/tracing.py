@@ -1,0 +1,165 @@
+"""Per-request time stats and OpenTelemetry tracing across processes.
+
+ReqTimeStats travels in the ``time_stats`` field of the request and output
+structs. That field is typed PickleWrapper, so under msgpack the codec wraps it
+on send and every receive path must unwrap it (exactly as upstream SGLang
+0.5.23, whose TraceReqContext rides inside its time stats). It carries stage
+timestamps and the W3C propagation carrier (``traceparent``) of the latest span,
+so each process opens its span as a child of the previous process's span:
+
+    client traceparent -> tokenizer_manager.request -> controller.dispatch
+      -> scheduler.request -> detokenizer.decode -> tokenizer_manager.response
+
+Spans go to ``<trace_dir>/<process>.jsonl`` (one JSON object per line) when a
+trace directory is configured; otherwise tracing is off and only the incoming
+header is passed along.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Optional, Sequence
+
+from opentelemetry import trace as trace_api
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+TRACE_HEADERS = ("traceparent", "tracestate")
+_propagator = TraceContextTextMapPropagator()
+
+
+@dataclass
+class ReqTimeStats:
+    """What the time_stats PickleWrapper holds for one request (a list of these in batch outputs)."""
+
+    rid: str
+    stamps: dict[str, float] = field(default_factory=dict)  # stage -> time.time()
+    trace_carrier: dict[str, str] = field(default_factory=dict)  # W3C headers of the latest span
+    external_trace_header: Optional[dict[str, str]] = None  # as the HTTP client sent it
+
+    def mark(self, stage: str) -> "ReqTimeStats":
+        self.stamps[stage] = time.time()
+        return self
+
+    def copy(self) -> "ReqTimeStats":
+        return ReqTimeStats(self.rid, dict(self.stamps), dict(self.trace_carrier),
+                            dict(self.external_trace_header) if self.external_trace_header else None)
+
+    def latency(self, start: str, end: str) -> Optional[float]:
+        if start in self.stamps and end in self.stamps:
+            return self.stamps[end] - self.stamps[start]
+        return None
+
+
+def trace_headers(headers: Any) -> Optional[dict[str, str]]:
+    """The W3C trace headers of an incoming HTTP request (None when there are none)."""
+    found = {k: headers[k] for k in TRACE_HEADERS if k in headers}
+    return found or None
+
+
+class JsonLinesSpanExporter(SpanExporter):
+    """One JSON object per finished span, appended to a file (synchronously, so tests can read it)."""
+
+    def __init__(self, path: Path, process: str) -> None:
+        self.path = Path(path)
+        self.process = process
+        self._lock = threading.Lock()
+        self._file = open(self.path, "a", encoding="utf-8")
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        with self._lock:
+            for span in spans:
+                self._file.write(json.dumps(span_record(span, self.process)) + "\n")
+            self._file.flush()
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def span_record(span: ReadableSpan, process: str) -> dict:
+    ctx = span.get_span_context()
+    return {
+        "name": span.name,
+        "process": process,
+        "pid": os.getpid(),
+        "trace_id": trace_api.format_trace_id(ctx.trace_id),
+        "span_id": trace_api.format_span_id(ctx.span_id),
+        "parent_id": trace_api.format_span_id(span.parent.span_id) if span.parent else None,
+        "start_ns": span.start_time,
+        "end_ns": span.end_time,
+        "attributes": dict(span.attributes or {}),
+        "events": [e.name for e in span.events],
+    }
+
+
+def read_spans(trace_dir: Path) -> list[dict]:
+    out = []
+    for path in sorted(Path(trace_dir).glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            if line.strip():
+                out.append(json.loads(line))
+    return out
+
+
+class Tracing:
+    """This process's tracer. Disabled (every call a no-op) without a trace directory."""
+
+    def __init__(self, process: str, trace_dir: Optional[str]) -> None:
+        self.process = process
+        self.enabled = trace_dir is not None
+        self._provider: Optional[TracerProvider] = None
+        if self.enabled:
+            Path(trace_dir).mkdir(parents=True, exist_ok=True)
+            resource = Resource.create({"service.name": "ipc-conformance-engine", "process.name": process,
+                                        "process.pid": os.getpid()})
+            self._provider = TracerProvider(resource=resource)
+            exporter = JsonLinesSpanExporter(Path(trace_dir) / f"{process}.jsonl", process)
+            self._provider.add_span_processor(SimpleSpanProcessor(exporter))
+            self._tracer = self._provider.get_tracer("reference_impl.engine")
+
+    def start_span(self, name: str, carrier: Optional[dict[str, str]], **attributes: Any) -> Optional[trace_api.Span]:
+        """A span whose parent is the span named by carrier (a W3C traceparent), or a new trace."""
+        if not self.enabled:
+            return None
+        parent = _propagator.extract(carrier or {})
+        span = self._tracer.start_span(name, context=parent)
+        span.set_attribute("process", self.process)
+        for key, value in attributes.items():
+            if value is not None:
+                span.set_attribute(key, value)
+        return span
+
+    @staticmethod
+    def carrier(span: Optional[trace_api.Span], fallback: Optional[dict[str, str]] = None) -> dict[str, str]:
+        """The propagation carrier naming span (what the next process continues from)."""
+        if span is None:
+            return dict(fallback or {})
+        out: dict[str, str] = {}
+        _propagator.inject(out, context=trace_api.set_span_in_context(span))
+        return out
+
+    @contextlib.contextmanager
+    def step(self, name: str, stats: Optional[ReqTimeStats], **attributes: Any) -> Iterator[Optional[trace_api.Span]]:
+        """A short span continuing stats' trace; afterwards stats points at it."""
+        span = self.start_span(name, stats.trace_carrier if stats else None, **attributes)
+        try:
+            yield span
+        finally:
+            if span is not None:
+                span.end()
+                if stats is not None:
+                    stats.trace_carrier = self.carrier(span)
+
+    def shutdown(self) -> None:
+        if self._provider is not None:
+            self._provider.shutdown()

@@ -1,0 +1,76 @@
+"""Run the reference serving engine: ``python -m reference_impl.server`` or ``ipc-conformance serve``.
+
+    python -m reference_impl.server [--model DIR] [--dp-size N] [--device auto|cpu|cuda] [--port P]
+                                    [--ipc-transport pickle|msgpack] ...
+
+Without --model the built-in tiny Llama-style checkpoint is written to the cache
+directory on first use (a few hundred KB, no download). This module imports
+nothing heavy until main() runs, so the CLI stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional, Sequence
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    parser.add_argument("--model", "--model-path", dest="model", metavar="DIR",
+                        help="Hugging Face-style checkpoint directory (config.json + *.safetensors); "
+                             "default: the built-in tiny model")
+    parser.add_argument("--dp-size", type=int, default=1, help="data-parallel scheduler processes (default 1)")
+    parser.add_argument("--device", default="auto",
+                        help="auto (cuda when torch sees a GPU), cpu, cuda or cuda:N (default auto)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=30000)
+    parser.add_argument("--ipc-transport", choices=["pickle", "msgpack"],
+                        help="wire format between processes (default: env IPC_TRANSPORT, else msgpack)")
+    parser.add_argument("--served-model-name", help="model name for the OpenAI API (default: the directory name)")
+    parser.add_argument("--max-running-requests", type=int, default=8,
+                        help="continuous-batching width per scheduler (default 8)")
+    parser.add_argument("--context-length", type=int, help="default: the model's max_position_embeddings")
+    parser.add_argument("--stream-interval", type=int, default=1, help="tokens per streamed chunk (default 1)")
+    parser.add_argument("--request-timeout", type=float, default=300.0, help="seconds (default 300)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--trace-dir", help="write OpenTelemetry spans as JSON lines here, one file per process")
+    parser.add_argument("--tap-dir", help="test hook: record every received IPC frame here, one file per process")
+    parser.add_argument("--debug-skip-unwrap", action="append", default=[], metavar="PROCESS",
+                        help="test hook: PROCESS's receive path skips the PickleWrapper unwrap "
+                             "(e.g. controller); proves the conformance checks catch it. Never in production")
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    return add_arguments(argparse.ArgumentParser(prog="ipc-conformance serve", description=__doc__.split("\n\n")[0]))
+
+
+def config_from_args(args: argparse.Namespace):
+    from reference_impl.engine.config import EngineConfig
+
+    return EngineConfig(
+        model_path=args.model, dp_size=args.dp_size, device=args.device, host=args.host, port=args.port,
+        transport=args.ipc_transport, served_model_name=args.served_model_name,
+        max_running_requests=args.max_running_requests, context_length=args.context_length,
+        stream_interval=args.stream_interval, request_timeout_s=args.request_timeout,
+        threads_per_process=args.threads, log_level=args.log_level, trace_dir=args.trace_dir,
+        tap_dir=args.tap_dir, debug_skip_unwrap=tuple(args.debug_skip_unwrap),
+    )
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = config_from_args(args)
+        from reference_impl.engine.launcher import EngineStartupError, launch_server
+
+        launch_server(config)
+    except (ValueError, EngineStartupError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
