@@ -61,6 +61,12 @@ def _run(args: argparse.Namespace) -> int:
                fix_expectations=args.fix_expectations)
 
 
+def _serve(args: argparse.Namespace) -> int:
+    from reference_impl.server import main as serve_main  # torch, uvicorn, ... only when serving
+
+    return serve_main(args.serve_args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ipc-conformance", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -96,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--report", help="write JSON results (one record per check) here")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     run.set_defaults(func=_run)
+
+    # The serve options live in reference_impl/server.py; prefix_chars="\0" hands every
+    # argument after `serve` (including --help) to it untouched.
+    serve = sub.add_parser("serve", add_help=False, prefix_chars="\0",
+                           help="run the reference serving engine (see `ipc-conformance serve --help`)")
+    serve.add_argument("serve_args", nargs=argparse.REMAINDER)
+    serve.set_defaults(func=_serve)
     return parser
 
 
