@@ -58,7 +58,7 @@ def _run(args: argparse.Namespace) -> int:
 
     return run(impl=args.impl, transport=args.transport, manifest=args.manifest, report=args.report,
                pytest_args=args.pytest_args, expectations=args.expectations,
-               fix_expectations=args.fix_expectations)
+               fix_expectations=args.fix_expectations, strict=args.strict)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--transport", choices=["pickle", "msgpack", "both"], default="both")
     run.add_argument("--manifest", help="manifest the catalogue is checked against (default: the implementation's)")
     run.add_argument("--expectations", help="expected-failure list (default: conformance/expectations/<impl>.txt)")
+    run.add_argument("--strict", action="store_true", help="Recommended checks (security) fail the run too")
     run.add_argument("--fix-expectations", action="store_true",
                      help="rewrite the expected-failure list from this run's failures")
     run.add_argument("--report", help="write JSON results (one record per check) here")

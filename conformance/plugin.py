@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence
 
 import pytest
 
@@ -30,6 +31,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="expected-failure list (default: conformance/expectations/<impl>.txt)")
     group.addoption("--ipc-fix-expectations", action="store_true",
                     help="rewrite the expected-failure list from this run's failures")
+    group.addoption("--ipc-strict", action="store_true",
+                    help="Recommended checks (e.g. security) fail the run too")
     group.addoption("--ipc-summary", default="terminal", choices=("terminal", "caller"), help=argparse_suppress())
 
 
@@ -54,39 +57,53 @@ def ipc(request: pytest.FixtureRequest) -> Session:
     return session_of(request.config)
 
 
-def check(area: str, *, per: tuple[str, ...] = ("struct",), level: str = "Required", name: str = "") -> Any:
-    """Declare a suite test as a conformance check, parametrized over `per`
-    (struct, transport, variant, primitive). Its ids read Level.Area.<Struct>.Name[.transport][.variant]."""
+AxisValues = Callable[[Session], Sequence[str]]
+
+
+def check(area: str, *, per: tuple[str, ...] = ("struct",), level: str = "Required", name: str = "",
+          cases: Optional[Mapping[str, AxisValues]] = None) -> Any:
+    """Declare a suite test as a conformance check, parametrized over the axes in `per`:
+    struct, live_struct, transport, variant, primitive, or an axis of its own given in
+    `cases` (axis -> function of the session giving its values). The first axis names the
+    subject: ids read Level.Area.<subject>.Name[.<other axes>...]."""
 
     def mark(fn: Any) -> Any:
-        fn._ipc_check = (level, area, per, name or fn.__name__.removeprefix("test_"))
-        return pytest.mark.ipc_check(fn)
+        fn._ipc_check = (level, area, per, name or fn.__name__.removeprefix("test_"), dict(cases or {}))
+        return pytest.mark.ipc_check(level=level)(fn)
 
     return mark
+
+
+def _axis_values(ipc: Session, axis: str, cases: Mapping[str, AxisValues]) -> Sequence[Any]:
+    if axis in cases:
+        return list(cases[axis](ipc))
+    return {
+        "struct": lambda: ipc.message_names,
+        "live_struct": lambda: ipc.all_message_names,
+        "transport": lambda: list(ipc.transports),
+        "variant": lambda: list(ipc.variants),
+        "primitive": lambda: list(PRIMITIVE_SAMPLES),
+    }[axis]()
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     spec = getattr(metafunc.function, "_ipc_check", None)
     if spec is None:
         return
-    level, area, per, name = spec
+    level, area, per, name, cases = spec
     ipc = session_of(metafunc.config)
-    axes = {
-        "struct": ipc.message_names,
-        "live_struct": ipc.all_message_names,
-        "transport": list(ipc.transports),
-        "variant": list(ipc.variants),
-        "primitive": list(PRIMITIVE_SAMPLES),
-    }
     combos: list[dict[str, Any]] = [{}]
     for axis in per:
-        combos = [{**c, axis: v} for c in combos for v in axes[axis]]
+        combos = [{**c, axis: v} for c in combos for v in _axis_values(ipc, axis, cases)]
     ids = []
     for c in combos:
-        subject = c.get("struct") or c.get("live_struct") or c.get("primitive") or "All"
-        suffix = "".join(f".{c[a]}" for a in ("transport", "variant") if a in c)
+        subject = str(c[per[0]]) if per else "All"
+        suffix = "".join(f".{c[a]}" for a in per[1:])
         ids.append(f"{level}.{area}.{subject}.{name}{suffix}")
-    metafunc.parametrize(list(per), [tuple(c[a] for a in per) for c in combos], ids=ids)
+    if per:
+        metafunc.parametrize(list(per), [tuple(c[a] for a in per) for c in combos], ids=ids)
+    else:
+        metafunc.parametrize("ipc_check_id", [ids[0]], ids=ids)
 
 
 #: Top-level primitives every implementation must carry (defect class 5: str).
@@ -124,6 +141,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         return
     expected = _expectations(item.config).get(check_id)
     if expected is None:
+        if report.failed and check_id.startswith("Recommended.") and not item.config.getoption("--ipc-strict"):
+            # Recommended: reported, but only fails the run in strict mode.
+            report.ipc_message = _message(report)
+            report.ipc_recommended = True
+            report.outcome = "skipped"
+            report.longrepr = (str(item.path), 0, f"Recommended check failed (fails with --strict): {report.ipc_message}")
         return
     ipc = session_of(item.config)
     if report.failed and expected.matches(_message(report)):
@@ -146,9 +169,10 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     check_id = _check_id(report.nodeid)
     if check_id and (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):
         xfailed = bool(getattr(report, "wasxfail", "")) and report.skipped
+        recommended = getattr(report, "ipc_recommended", False)
         _results.append({
             "id": check_id,
-            "outcome": "xfailed" if xfailed else report.outcome,
+            "outcome": "xfailed" if xfailed else "recommended-failed" if recommended else report.outcome,
             "message": getattr(report, "ipc_message", "") or _message(report),
             **({"reason": report.wasxfail} if xfailed else {}),
         })
@@ -185,11 +209,15 @@ def _message(report: pytest.TestReport) -> str:
 
 
 def expected_line(records: list[dict[str, Any]]) -> str:
-    return f"expected failures: {sum(r['outcome'] == 'xfailed' for r in records)}"
+    line = f"expected failures: {sum(r['outcome'] == 'xfailed' for r in records)}"
+    recommended = sum(r["outcome"] == "recommended-failed" for r in records)
+    return line + (f", recommended checks failed: {recommended} (counted as skipped; --strict fails them)"
+                   if recommended else "")
 
 
 def summary_line(records: list[dict[str, Any]]) -> str:
     counts = {k: sum(r["outcome"] == k for r in records) for k in ("passed", "failed", "skipped")}
+    counts["skipped"] += sum(r["outcome"] == "recommended-failed" for r in records)
     return f"conformance: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
 
 

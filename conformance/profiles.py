@@ -12,7 +12,10 @@ from typing import Optional
 
 from hypothesis import HealthCheck, settings
 
-_COMMON = dict(deadline=None, print_blob=True, suppress_health_check=list(HealthCheck), database=None)
+# One failure per check is enough for a conformance verdict; shrinking several distinct
+# bugs at once is what makes a failing run slow.
+_COMMON = dict(deadline=None, print_blob=True, suppress_health_check=list(HealthCheck), database=None,
+               report_multiple_bugs=False)
 
 PROFILES = {
     "dev": settings(max_examples=15, **_COMMON),

@@ -26,6 +26,7 @@ def run(
     pytest_args: Sequence[str] = (),
     expectations: Optional[str] = None,
     fix_expectations: bool = False,
+    strict: bool = False,
 ) -> int:
     args = [
         str(SUITE), "-q", "--tb=line", "-p", "no:cacheprovider", "--rootdir", str(SUITE),
@@ -34,6 +35,7 @@ def run(
         *(["--ipc-manifest", manifest] if manifest else []),
         *(["--ipc-expectations", expectations] if expectations else []),
         *(["--ipc-fix-expectations"] if fix_expectations else []),
+        *(["--ipc-strict"] if strict else []),
         *pytest_args,
     ]
     extra_plugins = [] if _plugin_autoloaded() else [plugin]

@@ -126,7 +126,10 @@ class StrategyBuilder:
                 required[field.name] = strategy
             else:
                 optional[field.name] = strategy
-        return st.fixed_dictionaries(required, optional=optional).map(lambda kw: cls(**kw))
+        # An implementation's own construction checks (__post_init__) may refuse a drawn
+        # combination: that is not a wire finding, so such draws are rejected.
+        return st.fixed_dictionaries(required, optional=optional).map(lambda kw: _construct(cls, kw)).filter(
+            lambda value: value is not _REFUSED)
 
     def for_type(self, t: T, depth: int) -> st.SearchStrategy:
         from .manifest import render
@@ -178,6 +181,16 @@ class StrategyBuilder:
             keys = self.for_type(t.args[0], depth + 1).filter(_hashable)
             return st.dictionaries(keys, self.for_type(t.args[1], depth + 1), max_size=size)
         raise ValueError(f"no strategy for type {t!r}")
+
+
+_REFUSED = object()
+
+
+def _construct(cls: type, kwargs: dict) -> Any:
+    try:
+        return cls(**kwargs)
+    except Exception:
+        return _REFUSED
 
 
 def _hashable(value: Any) -> bool:

@@ -46,6 +46,11 @@ class Adapter:
     def unwrap(self, obj: Any) -> Any:
         raise NotImplementedError
 
+    def receive(self, data: bytes, transport: str) -> Any:
+        """The receive path for a peer that is NOT trusted: decode and whatever unwrapping
+        the implementation does there. Must never hand wire bytes to pickle (msgpack)."""
+        raise NotImplementedError
+
     def validate_http(self, struct: str, json_text: str) -> Any:
         """HTTP JSON -> struct through the implementation's pydantic bridge (optional)."""
         raise NotImplementedError

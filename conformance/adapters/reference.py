@@ -48,6 +48,9 @@ class ReferenceAdapter(Adapter):
     def unwrap(self, obj: Any) -> Any:
         return self._codec.unwrap(obj, allow_pickle=True)
 
+    def receive(self, data: bytes, transport: str) -> Any:
+        return self._codec.decode(data, transport, allow_pickle=False)
+
     def validate_http(self, struct: str, json_text: str) -> Any:
         from pydantic import TypeAdapter
 

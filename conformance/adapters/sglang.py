@@ -70,6 +70,12 @@ class SGLangAdapter(Adapter):
 
         return self._with_msgpack_mode(run)
 
+    def receive(self, data: bytes, transport: str) -> Any:
+        # Upstream's receive path: sock_recv -> msgpack_decode, then the struct's unwrap.
+        if transport == "pickle":
+            return pickle.loads(data)
+        return self.unwrap(self._io.msgpack_decode(data))
+
     def validate_http(self, struct: str, json_text: str) -> Any:
         from pydantic import TypeAdapter
 

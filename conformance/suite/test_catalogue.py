@@ -31,7 +31,7 @@ def test_in_top_level_union(ipc, struct):
 
 
 @check("Catalogue", per=(), name="NoUnlistedMessages")
-def test_no_unlisted_messages(ipc):
+def test_no_unlisted_messages(ipc, ipc_check_id):
     live = {s.name for s in ipc.adapter.live_manifest().messages}
     extra = sorted(live - set(ipc.manifest_message_names()))
     assert not extra, f"messages not in {ipc.manifest.id}: {extra} (re-extract the manifest or remove them)"
