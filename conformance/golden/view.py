@@ -6,7 +6,8 @@ array is a list; every JSON object carries exactly one "$" marker that says what
     {"$struct": "Name", "<field>": <view>, ...}     a struct, every field, in wire order
     {"$enum": "Name", "member": "M", "value": 1}     an enum member (the wire carries the value)
     {"$bytes": "<base64>"}                           bytes (RFC 4648 base64, padded)
-    {"$float": "nan" | "inf" | "-inf"}               a float JSON cannot spell
+    {"$float": "nan" | "inf" | "-inf" | "0x<16 hex>"} a float JSON cannot spell; a NaN other
+                                                     than 0x7ff8000000000000 by its binary64 bits
     {"$tuple": [...]} {"$set": [...]} {"$frozenset": [...]}
     {"$dict": [[key, value], ...]}                   a map, entries in wire order (keys of any type)
     {"$tensor": {"dtype": "bfloat16", "shape": [2, 3], "device": "cpu", "data": "<base64>"}}
@@ -27,6 +28,7 @@ import base64
 import enum
 import json
 import math
+import struct
 from typing import Any, Mapping
 
 import msgspec
@@ -37,6 +39,9 @@ __all__ = ["ViewError", "dumps", "from_view", "loads", "to_view"]
 
 MARKERS = ("$struct", "$enum", "$bytes", "$float", "$tuple", "$set", "$frozenset", "$dict",
            "$tensor", "$ndarray", "$array", "$ext")
+
+
+_QUIET_NAN = bytes.fromhex("7ff8000000000000")
 
 
 class ViewError(ValueError):
@@ -67,7 +72,8 @@ def to_view(value: Any) -> Any:
         return int(value)
     if isinstance(value, float):
         if math.isnan(value):
-            return {"$float": "nan"}
+            bits = struct.pack(">d", value)
+            return {"$float": "nan" if bits == _QUIET_NAN else "0x" + bits.hex()}
         if math.isinf(value):
             return {"$float": "inf" if value > 0 else "-inf"}
         return float(value)
@@ -153,9 +159,14 @@ def from_view(view: Any, classes: Mapping[str, type], path: str = "$") -> Any:
         return _unb64(body, path)
     if marker == "$float":
         special = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
-        if body not in special:
-            raise ViewError(f"{path}: $float must be nan, inf or -inf, not {body!r}")
-        return special[body]
+        if body in special:
+            return special[body]
+        if isinstance(body, str) and len(body) == 18 and body.startswith("0x"):
+            try:
+                return struct.unpack(">d", bytes.fromhex(body[2:]))[0]
+            except ValueError:
+                pass
+        raise ViewError(f"{path}: $float must be nan, inf, -inf or 0x + 16 hex digits, not {body!r}")
     if marker in ("$tuple", "$set", "$frozenset"):
         if not isinstance(body, list):
             raise ViewError(f"{path}: {marker} needs a JSON array")

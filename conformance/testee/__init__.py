@@ -1,0 +1,10 @@
+"""The testee protocol: any-language implementations under test as subprocesses.
+
+spec/testee.md is the normative description. `protocol` holds the framing and the
+message checks, `adapter` the SubprocessAdapter behind `--impl cmd:<command>`, and
+`smoke` the quick check `ipc-conformance smoke` runs before a full run.
+"""
+
+from .adapter import SubprocessAdapter, TesteeError, TesteeRuntimeError, TesteeSkipped, command_argv
+
+__all__ = ["SubprocessAdapter", "TesteeError", "TesteeRuntimeError", "TesteeSkipped", "command_argv"]

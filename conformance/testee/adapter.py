@@ -1,0 +1,297 @@
+"""SubprocessAdapter: an implementation in any language, driven over the testee protocol.
+
+`load_adapter("cmd:<command line>")` starts the command once per run, performs the
+start handshake and maps every Adapter method onto requests (spec/testee.md):
+
+    encode(obj, t)        -> `encode` with the JSON view of obj; the answer is the wire bytes
+    decode(data, t)       -> `decode`: the testee decodes and re-encodes; the runner decodes
+                             that answer with the reference codec to compare values
+    wrap(obj)             -> obj (the testee's `encode` is its sender path: it wraps)
+    unwrap(obj)           -> `unwrap` (optional op; Python testees), answered as pickle
+    receive(data, t)      -> `receive` (optional op), the untrusted receive path
+    validate_http(s, j)   -> `http` (optional op)
+
+A testee is checked against the manifest it claims in the handshake: classes,
+live_manifest and message_types come from that bundled manifest (the reference structs
+for the reference's manifest, codegen'd ones otherwise), so the Catalogue checks hold
+by construction and the wire checks decide.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import pickle
+import queue
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from typing import Any, Mapping, Optional, Sequence, Union
+
+import msgspec
+import pytest
+
+from ..adapters.base import Adapter
+from ..golden.catalogue import catalogue_for
+from ..golden.view import ViewError, dumps, to_view
+from ..manifest import Manifest, load_manifest
+from . import protocol
+
+__all__ = ["SubprocessAdapter", "TesteeError", "TesteeRuntimeError", "TesteeSkipped"]
+
+DEFAULT_TIMEOUT = float(os.environ.get("IPC_TESTEE_TIMEOUT", "60"))
+
+
+class TesteeError(ValueError):
+    """The testee answered parse_error or serialize_error (it refused the input)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        self.kind = kind
+        super().__init__(f"testee {kind}: {message}")
+
+
+class TesteeRuntimeError(RuntimeError):
+    """The testee answered runtime_error, crashed, hung, or broke the protocol."""
+
+
+class TesteeSkipped(pytest.skip.Exception):  # type: ignore[misc, name-defined]
+    """The testee (or the protocol) cannot run this check: it is skipped, not failed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(msg=message)
+
+
+def command_argv(command: Union[str, Sequence[str]]) -> list[str]:
+    """Split a command line; a bare `python`/`python3` means this interpreter, so
+    `cmd:python -m reference_impl.testee` works outside an activated venv."""
+    argv = shlex.split(command) if isinstance(command, str) else list(command)
+    if not argv:
+        raise ValueError("empty testee command")
+    if argv[0] in ("python", "python3") and shutil.which(argv[0]) != sys.executable:
+        argv[0] = sys.executable
+    return argv
+
+
+class _Process:
+    """One running testee: framed requests on stdin, a reader thread on stdout."""
+
+    def __init__(self, argv: list[str], timeout: float) -> None:
+        self.timeout = timeout
+        self.log = tempfile.TemporaryFile()
+        try:
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+        except OSError as exc:
+            raise TesteeRuntimeError(f"cannot start testee {shlex.join(argv)}: {exc}") from None
+        self.answers: "queue.Queue[Any]" = queue.Queue()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                message = protocol.read_frame(self.proc.stdout)
+                self.answers.put(message)
+                if message is None:
+                    return
+        except Exception as exc:  # a protocol error ends the conversation
+            self.answers.put(exc)
+
+    def ask(self, message: dict, timeout: Optional[float] = None) -> dict:
+        try:
+            protocol.write_frame(self.proc.stdin, message)
+        except (BrokenPipeError, OSError, ValueError):
+            raise TesteeRuntimeError(f"testee exited (status {self.proc.poll()}){self.stderr_tail()}") from None
+        try:
+            answer = self.answers.get(timeout=timeout or self.timeout)
+        except queue.Empty:
+            raise TesteeRuntimeError(f"testee gave no answer to {message.get('type')!r} within "
+                                     f"{timeout or self.timeout:.0f} s{self.stderr_tail()}") from None
+        if answer is None:
+            self.proc.wait(timeout=5)
+            raise TesteeRuntimeError(f"testee closed its stdout (exit status {self.proc.returncode}){self.stderr_tail()}")
+        if isinstance(answer, Exception):
+            raise TesteeRuntimeError(f"{answer}{self.stderr_tail()}")
+        return answer
+
+    def stderr_tail(self, lines: int = 12) -> str:
+        try:
+            self.log.seek(0)
+            text = self.log.read().decode("utf-8", "replace").strip().splitlines()[-lines:]
+        except (OSError, ValueError):
+            return ""
+        return ("\n  testee stderr:\n    " + "\n    ".join(text)) if text else ""
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                answer = self.ask({"type": "stop"}, timeout=5)
+                if answer.get("type") != "stopped":
+                    raise TesteeRuntimeError(f"expected 'stopped', got {answer!r:.100}")
+                self.proc.wait(timeout=5)
+            except (TesteeRuntimeError, subprocess.TimeoutExpired):
+                self.kill()
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        self.log.close()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class SubprocessAdapter(Adapter):
+    def __init__(self, command: Union[str, Sequence[str]], *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.argv = command_argv(command)
+        self.timeout = timeout
+        self.restarts = 0
+        self._next_id = 0
+        self._process: Optional[_Process] = None
+        self._defined: set[str] = set()
+        self.hello = self._start()
+        impl = self.hello["implementation"]
+        self.name = impl["name"]
+        self.version = impl["version"]
+        self.language = str(impl.get("language", "?"))
+        self.transports = tuple(t for t in ("pickle", "msgpack") if t in self.hello.get("transports", ["msgpack"]))
+        self.ops = frozenset(self.hello.get("ops", protocol.REQUIRED_OPS))
+        try:
+            self.manifest: Manifest = load_manifest(self.hello["manifest"])
+        except FileNotFoundError as exc:
+            self.close()
+            raise TesteeRuntimeError(f"the testee claims manifest {self.hello['manifest']!r}: {exc}") from None
+        self._catalogue = catalogue_for(self.manifest)
+        atexit.register(self.close)
+
+    # -- process -------------------------------------------------------------------
+    def _start(self) -> dict:
+        self._process = _Process(self.argv, self.timeout)
+        try:
+            hello = protocol.check_started(self._process.ask({"type": "start", "protocol": protocol.PROTOCOL}))
+        except (TesteeRuntimeError, protocol.ProtocolError) as exc:
+            self._process.kill()
+            self._process = None
+            raise TesteeRuntimeError(f"testee {shlex.join(self.argv)} failed the start handshake: {exc}") from None
+        self._defined = set()
+        return hello
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.stop()
+            self._process = None
+
+    def _request(self, op: str, **fields: Any) -> bytes:
+        if op not in self.ops:
+            raise TesteeSkipped(f"the testee does not implement the optional '{op}' request")
+        if self._process is None:  # it died during an earlier request: one fresh start
+            self.restarts += 1
+            hello = self._start()
+            if hello["manifest"] != self.manifest.id:
+                raise TesteeRuntimeError("the restarted testee claims another manifest")
+        self._next_id += 1
+        request_id = self._next_id
+        try:
+            answer = protocol.check_result(self._process.ask({"type": op, "id": request_id, **fields}), request_id)
+        except (TesteeRuntimeError, protocol.ProtocolError) as exc:
+            self._process.kill()
+            self._process = None
+            raise TesteeRuntimeError(str(exc)) from None
+        kind = answer["result"]
+        if kind == "payload":
+            return bytes(answer["payload"])
+        message = str(answer.get("message", ""))
+        if kind == "skipped":
+            raise TesteeSkipped(f"testee skipped '{op}': {message}")
+        if kind == "runtime_error":
+            raise TesteeRuntimeError(f"testee runtime_error: {message}")
+        raise TesteeError(kind, message)
+
+    # -- catalogue: the claimed manifest ------------------------------------------------
+    def classes(self) -> Mapping[str, type]:
+        return self._catalogue.classes
+
+    def live_manifest(self) -> Manifest:
+        return self.manifest
+
+    def message_types(self) -> Sequence[type]:
+        return [self._catalogue.classes[n] for n in self.manifest.union if n in self.manifest.structs]
+
+    def manifest_id(self) -> str:
+        return self.manifest.id
+
+    # -- wire ------------------------------------------------------------------------
+    def _local_decode(self, data: bytes, transport: str) -> Any:
+        if transport == "pickle":
+            return pickle.loads(data)  # the runner trusts the testee it started
+        return self._catalogue.decode(data)
+
+    def _view(self, obj: Any) -> str:
+        self._define_late_subclasses(obj)
+        try:
+            return dumps(to_view(obj))
+        except ViewError as exc:
+            raise TesteeSkipped(f"not expressible in the testee protocol: {exc}") from None
+
+    def _define_late_subclasses(self, obj: Any) -> None:
+        """A struct class the manifest does not know, derived from one it does (a late
+        grandchild): ask the testee to define it too (optional 'define' request)."""
+        if not isinstance(obj, msgspec.Struct):
+            return
+        cls = type(obj)
+        if cls.__name__ in self.manifest.structs or cls.__name__ in self._defined:
+            return
+        base = next((b.__name__ for b in cls.__mro__[1:] if b.__name__ in self.manifest.structs), None)
+        if base is None:
+            raise TesteeSkipped(f"struct {cls.__name__} is not in {self.manifest.id}: the protocol cannot carry it")
+        self._request("define", name=cls.__name__, base=base, module=cls.__module__)
+        self._defined.add(cls.__name__)
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        struct = type(obj).__name__ if isinstance(obj, msgspec.Struct) else None
+        return self._request("encode", transport=transport, struct=struct, view=self._view(obj))
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        payload = self._request("decode", transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
+        return self._local_decode(payload, transport)
+
+    def wrap(self, obj: Any) -> Any:
+        return obj  # the testee's encode is its whole sender path, wrapping included
+
+    def unwrap(self, obj: Any) -> Any:
+        if "unwrap" not in self.ops:
+            raise TesteeSkipped("the testee does not implement the optional 'unwrap' request "
+                                "(PickleWrapper contents are implementation-private)")
+        data = self._catalogue.encode(obj)
+        return pickle.loads(self._request("unwrap", transport="msgpack", payload=data))
+
+    def receive(self, data: bytes, transport: str) -> Any:
+        payload = self._request("receive", transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
+        return self._local_decode(payload, transport)
+
+    def validate_http(self, struct: str, json_text: str) -> Any:
+        return self._local_decode(self._request("http", struct=struct, json=json_text), "msgpack")
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}-{self.version}"
+
+
+def _peek_tag(data: Any, transport: str) -> Optional[str]:
+    if transport != "msgpack":
+        return None
+    try:
+        head = msgspec.msgpack.decode(data, ext_hook=lambda code, raw: None)
+    except Exception:
+        return None
+    return head[0] if isinstance(head, list) and head and isinstance(head[0], str) else None
+
+
+def from_spec(spec: str) -> SubprocessAdapter:
+    """'cmd:<command line>' -> a started SubprocessAdapter."""
+    return SubprocessAdapter(spec.removeprefix("cmd:"))

@@ -1,0 +1,109 @@
+"""The testee protocol, runner side (normative text: spec/testee.md).
+
+Both directions carry frames: a 4-byte little-endian unsigned length N, then N bytes of
+one msgpack map with string keys. The runner writes requests to the testee's stdin and
+reads one response per request from its stdout (stderr is the testee's log).
+
+    start    -> started   {protocol, implementation{name, version, language}, manifest,
+                           transports, ops}
+    decode   -> result    decode `payload` as one message and re-encode it
+    encode   -> result    build the message a JSON view describes and encode it
+    http     -> result    validate HTTP JSON into `struct`, answer its msgpack encoding
+    receive  -> result    the receive path for an UNTRUSTED peer, answer the message re-encoded
+    unwrap   -> result    the receive path for a trusted peer, answer the unwrapped object pickled
+    define   -> result    define a late subclass `name` of message `base` (Python only)
+    stop     -> stopped
+
+A result is {"id", "result": payload | parse_error | serialize_error | runtime_error |
+skipped, "payload" (bytes, for payload), "message" (text, for the others)}.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, BinaryIO, Optional
+
+import msgspec
+
+PROTOCOL = 1
+RESULTS = ("payload", "parse_error", "serialize_error", "runtime_error", "skipped")
+REQUIRED_OPS = ("decode", "encode")
+OPTIONAL_OPS = ("http", "receive", "unwrap", "define")
+MAX_FRAME = 1 << 30
+
+_LEN = struct.Struct("<I")
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder()
+
+
+class ProtocolError(RuntimeError):
+    """The testee broke the protocol: bad framing, an unexpected or malformed answer, EOF."""
+
+
+def pack(message: dict) -> bytes:
+    body = _encoder.encode(message)
+    return _LEN.pack(len(body)) + body
+
+
+def unpack(body: bytes) -> dict:
+    try:
+        message = _decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise ProtocolError(f"frame is not msgpack: {exc}") from None
+    if not isinstance(message, dict):
+        raise ProtocolError(f"frame holds a {type(message).__name__}, not a map")
+    return message
+
+
+def write_frame(stream: BinaryIO, message: dict) -> None:
+    stream.write(pack(message))
+    stream.flush()
+
+
+def read_frame(stream: BinaryIO) -> Optional[dict]:
+    """One message, or None at a clean end of stream (before a length prefix)."""
+    head = stream.read(4)
+    if not head:
+        return None
+    if len(head) < 4:
+        raise ProtocolError("stream ended inside a length prefix")
+    (size,) = _LEN.unpack(head)
+    if size > MAX_FRAME:
+        raise ProtocolError(f"frame of {size} bytes is over the {MAX_FRAME}-byte limit")
+    body = stream.read(size)
+    if len(body) < size:
+        raise ProtocolError(f"stream ended after {len(body)} of {size} frame bytes")
+    return unpack(body)
+
+
+def check_started(message: Any) -> dict:
+    """Validate the answer to `start`; returns it."""
+    if not isinstance(message, dict) or message.get("type") != "started":
+        raise ProtocolError(f"expected a 'started' answer to 'start', got {message!r:.200}")
+    if message.get("protocol") != PROTOCOL:
+        raise ProtocolError(f"testee speaks protocol {message.get('protocol')!r}; this runner speaks {PROTOCOL}")
+    impl = message.get("implementation")
+    if not isinstance(impl, dict) or not isinstance(impl.get("name"), str) or not isinstance(impl.get("version"), str):
+        raise ProtocolError("'started' needs implementation {name, version} as strings")
+    if not isinstance(message.get("manifest"), str):
+        raise ProtocolError("'started' needs the id of the manifest the implementation claims ('manifest')")
+    transports = message.get("transports", ["msgpack"])
+    if not isinstance(transports, list) or not set(transports) <= {"msgpack", "pickle"} or not transports:
+        raise ProtocolError(f"'transports' must be a non-empty subset of [msgpack, pickle], got {transports!r}")
+    ops = message.get("ops", list(REQUIRED_OPS))
+    if not isinstance(ops, list) or not set(REQUIRED_OPS) <= set(ops):
+        raise ProtocolError(f"'ops' must include {list(REQUIRED_OPS)}, got {ops!r}")
+    return message
+
+
+def check_result(message: Any, request_id: int) -> dict:
+    if not isinstance(message, dict):
+        raise ProtocolError(f"expected a result map, got {message!r:.200}")
+    if message.get("id") != request_id:
+        raise ProtocolError(f"answer carries id {message.get('id')!r}, the request had {request_id}")
+    kind = message.get("result")
+    if kind not in RESULTS:
+        raise ProtocolError(f"result {kind!r} is not one of {', '.join(RESULTS)}")
+    if kind == "payload" and not isinstance(message.get("payload"), (bytes, bytearray)):
+        raise ProtocolError("a payload result needs 'payload' as msgpack bin")
+    return message

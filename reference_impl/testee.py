@@ -1,0 +1,250 @@
+"""The reference testee: the reference codec behind the testee protocol (spec/testee.md).
+
+    ipc-conformance run --impl "cmd:python -m reference_impl.testee"
+    ipc-conformance smoke --impl "cmd:python -m reference_impl.testee --break flip-byte"
+
+It reads length-prefixed msgpack requests on stdin and answers on stdout, and passes
+every check the in-process reference passes: that proves the protocol. `--break MODE`
+(repeatable) makes it deliberately wrong, to see the matching checks fail:
+
+    flip-byte       every msgpack payload it produces has its last byte flipped
+    drop-field      its decoder forgets the last field of each struct (it keeps the default)
+    unsafe-receive  the untrusted receive path unpickles PickleWrapper bytes (RCE sink)
+    no-unwrap       the trusted receive path hands PickleWrappers on unopened
+    crash           it exits in the middle of the first decode request
+    bad-frame       it answers decode requests with a truncated frame
+
+Only the framing is written out here; the JSON view is read with conformance.golden.view,
+the view's reference reader (any implementation may reuse it or write its own).
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import json
+import os
+import pickle
+import platform
+import struct
+import sys
+import traceback
+import types
+from typing import Any, BinaryIO, Callable, Optional
+
+import msgspec
+
+import reference_impl
+from reference_impl import codec, io_struct
+from reference_impl.errors import WireError
+from reference_impl.pickle_wrapper import map_wrapped
+
+PROTOCOL = 1
+BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame")
+OPS = ("decode", "encode", "http", "receive", "unwrap", "define")
+_LEN = struct.Struct("<I")
+
+
+class ParseError(Exception):
+    pass
+
+
+class SerializeError(Exception):
+    pass
+
+
+class Skip(Exception):
+    pass
+
+
+# -- framing ----------------------------------------------------------------------
+def read_message(stream: BinaryIO) -> Optional[dict]:
+    head = stream.read(4)
+    if len(head) < 4:
+        return None
+    (size,) = _LEN.unpack(head)
+    body = stream.read(size)
+    if len(body) < size:
+        return None
+    return msgspec.msgpack.decode(body)
+
+
+def write_message(stream: BinaryIO, message: dict) -> None:
+    body = msgspec.msgpack.encode(message)
+    stream.write(_LEN.pack(len(body)) + body)
+    stream.flush()
+
+
+# -- the implementation -------------------------------------------------------------
+class Testee:
+    def __init__(self, breaks: set[str]) -> None:
+        self.breaks = breaks
+        self.classes: dict[str, type] = {
+            name: obj for name, obj in vars(io_struct).items()
+            if isinstance(obj, type) and (issubclass(obj, msgspec.Struct) or issubclass(obj, enum.Enum))
+            and obj.__module__ == io_struct.__name__
+        }
+
+    def started(self) -> dict:
+        return {
+            "type": "started",
+            "protocol": PROTOCOL,
+            "implementation": {
+                "name": "reference-testee",
+                "version": getattr(reference_impl, "__version__", "0"),
+                "language": f"python {platform.python_version()}",
+                "breaks": sorted(self.breaks),
+            },
+            "manifest": io_struct.MANIFEST_ID,
+            "transports": ["msgpack", "pickle"],
+            "ops": list(OPS),
+        }
+
+    # wire helpers
+    def _decode(self, data: bytes, transport: str, **options: Any) -> Any:
+        if transport == "pickle":
+            try:
+                return pickle.loads(data)  # the runner is a trusted peer
+            except Exception as exc:
+                raise ParseError(f"{type(exc).__name__}: {exc}") from None
+        try:
+            return codec.decode(data, "msgpack", **{"unwrap_wrappers": False, **options})
+        except WireError as exc:
+            raise ParseError(str(exc)) from None
+
+    def _encode(self, obj: Any, transport: str) -> bytes:
+        try:
+            data = codec.encode(obj, transport)
+        except WireError as exc:
+            raise SerializeError(str(exc)) from None
+        if "flip-byte" in self.breaks and transport == "msgpack" and data:
+            data = data[:-1] + bytes([data[-1] ^ 0x01])
+        return data
+
+    def _transport(self, request: dict) -> str:
+        transport = request.get("transport", "msgpack")
+        if transport not in ("msgpack", "pickle"):
+            raise Skip(f"transport {transport!r}")
+        return transport
+
+    # ops
+    def op_decode(self, request: dict) -> bytes:
+        transport = self._transport(request)
+        if "crash" in self.breaks:
+            os._exit(3)
+        obj = self._decode(request["payload"], transport)
+        if "drop-field" in self.breaks and isinstance(obj, msgspec.Struct) and obj.__struct_fields__:
+            last = msgspec.structs.fields(obj)[-1]
+            if last.default is not msgspec.NODEFAULT:
+                msgspec.structs.force_setattr(obj, last.name, last.default)
+            elif last.default_factory is not msgspec.NODEFAULT:
+                msgspec.structs.force_setattr(obj, last.name, last.default_factory())
+        return self._encode(obj, transport)
+
+    def op_encode(self, request: dict) -> bytes:
+        from conformance.golden.view import ViewError, from_view
+
+        transport = self._transport(request)
+        try:
+            obj = from_view(json.loads(request["view"]), self.classes)
+        except (ViewError, ValueError, KeyError) as exc:
+            raise ParseError(f"bad JSON view: {exc}") from None
+        return self._encode(obj, transport)
+
+    def op_http(self, request: dict) -> bytes:
+        from pydantic import TypeAdapter, ValidationError
+
+        cls = self.classes.get(request.get("struct", ""))
+        if cls is None:
+            raise ParseError(f"unknown struct {request.get('struct')!r}")
+        try:
+            obj = TypeAdapter(cls).validate_json(request["json"])
+        except ValidationError as exc:
+            raise ParseError(str(exc)) from None
+        return self._encode(obj, "msgpack")
+
+    def op_receive(self, request: dict) -> bytes:
+        """The receive path for a peer that is not trusted."""
+        transport = self._transport(request)
+        if "unsafe-receive" in self.breaks and transport == "msgpack":
+            obj = self._decode(request["payload"], transport)
+            obj = map_wrapped(obj, lambda wrapper, s, p: pickle.loads(wrapper.data))
+        elif transport == "msgpack":
+            obj = self._decode(request["payload"], transport, unwrap_wrappers=True, allow_pickle=False)
+        else:
+            obj = self._decode(request["payload"], transport)
+        return self._encode(obj, transport)
+
+    def op_unwrap(self, request: dict) -> bytes:
+        """The receive path for a trusted peer: every PickleWrapper opened; answered as pickle."""
+        obj = self._decode(request["payload"], self._transport(request))
+        if "no-unwrap" not in self.breaks:
+            try:
+                obj = codec.unwrap(obj, allow_pickle=True)
+            except WireError as exc:
+                raise ParseError(str(exc)) from None
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def op_define(self, request: dict) -> bytes:
+        """A subclass of a message defined after start-up (struct discovery must find it)."""
+        name, base = request.get("name"), self.classes.get(request.get("base", ""))
+        if not isinstance(name, str) or not name.isidentifier() or base is None:
+            raise ParseError(f"cannot define {name!r} on base {request.get('base')!r}")
+        late = types.new_class(name, (base,), {"kw_only": True})
+        module = request.get("module")
+        if isinstance(module, str) and module:  # so pickles name the same class on both sides
+            late.__module__ = module
+            holder = sys.modules.setdefault(module, types.ModuleType(module))
+            setattr(holder, name, late)
+        self.classes[name] = late
+        return b""
+
+    def handle(self, request: dict) -> dict:
+        kind = request.get("type")
+        if kind == "start":
+            return self.started()
+        if kind == "stop":
+            return {"type": "stopped"}
+        answer: dict[str, Any] = {"id": request.get("id")}
+        handler: Optional[Callable[[dict], bytes]] = getattr(self, f"op_{kind}", None) if kind in OPS else None
+        try:
+            if handler is None:
+                raise Skip(f"unknown request type {kind!r}")
+            answer.update(result="payload", payload=handler(request))
+        except ParseError as exc:
+            answer.update(result="parse_error", message=str(exc))
+        except SerializeError as exc:
+            answer.update(result="serialize_error", message=str(exc))
+        except Skip as exc:
+            answer.update(result="skipped", message=str(exc))
+        except Exception as exc:  # anything else is the testee's own failure
+            answer.update(result="runtime_error",
+                          message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
+        return answer
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m reference_impl.testee", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--break", dest="breaks", action="append", default=[], choices=BREAKS,
+                        help="behave wrongly on purpose (repeatable)")
+    args = parser.parse_args(argv)
+    out, inp = sys.stdout.buffer, sys.stdin.buffer
+    sys.stdout = sys.stderr  # a stray print must never corrupt the protocol stream
+    testee = Testee(set(args.breaks))
+    while True:
+        request = read_message(inp)
+        if request is None:
+            return 0
+        answer = testee.handle(request)
+        if "bad-frame" in testee.breaks and request.get("type") == "decode":
+            out.write(_LEN.pack(1000) + b"\x81")
+            out.flush()
+            return 4
+        write_message(out, answer)
+        if request.get("type") == "stop":
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
