@@ -26,11 +26,15 @@ def _builtin() -> dict[str, Callable[[], Adapter]]:
 
 
 def load_adapter(spec: str) -> Adapter:
-    """'reference', 'sglang', an entry point name, or 'package.module:object' (an Adapter
-    instance, class or factory)."""
+    """'reference', 'sglang', an entry point name, 'package.module:object' (an Adapter
+    instance, class or factory), or 'cmd:<command line>' (a testee process, spec/testee.md)."""
     builtin = _builtin()
     if spec in builtin:
         return builtin[spec]()
+    if spec.startswith("cmd:"):
+        from ..testee.adapter import from_spec
+
+        return from_spec(spec)
     if ":" in spec:
         module, _, attr = spec.partition(":")
         target = getattr(importlib.import_module(module), attr)
