@@ -85,17 +85,28 @@ class _Catalogue:
         return tuple(dict.fromkeys(found + [PickleWrapper] + self.custom))
 
     def refresh(self) -> bool:
-        types = self.discover()
-        if getattr(self, "types", None) == types:
+        found = self.discover()
+        if getattr(self, "found", None) == found:
             return False
-        self.types = types
-        self.type_set = frozenset(types)
-        self.by_tag = {t.__struct_config__.tag: t for t in types}
+        # Two classes with one tag (a redefined class): the one already known keeps the tag,
+        # the newcomer is refused at encode; nothing can decode as the wrong class.
+        known = getattr(self, "types", ())
+        by_tag: dict[str, type] = {}
+        ambiguous: dict[type, type] = {}
+        for t in sorted(found, key=lambda c: c not in known):
+            other = by_tag.setdefault(t.__struct_config__.tag, t)
+            if other is not t:
+                ambiguous[t] = other
+        types = tuple(t for t in found if t not in ambiguous)
         union = Union[types + (int, float, bool, bytes, None)]  # type: ignore[valid-type]
-        self.decoder = msgspec.msgpack.Decoder(union, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())
-        self.frames_decoder = msgspec.msgpack.Decoder(
+        decoder = msgspec.msgpack.Decoder(union, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())
+        frames_decoder = msgspec.msgpack.Decoder(
             union, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook(_current_frames)
         )
+        # Swap everything at once: a failed refresh leaves the previous catalogue intact.
+        self.found, self.ambiguous = found, ambiguous
+        self.types, self.type_set, self.by_tag = types, frozenset(types), by_tag
+        self.decoder, self.frames_decoder = decoder, frames_decoder
         return True
 
 
@@ -168,6 +179,11 @@ def _check_top_level(obj: Any, transport: str) -> None:
     if isinstance(obj, msgspec.Struct):
         if type(obj) not in _catalogue.type_set:
             _catalogue.refresh()  # a subclass defined after start-up
+        if type(obj) in _catalogue.ambiguous:
+            other = _catalogue.ambiguous[type(obj)]
+            raise WireError(transport, f"struct {type(obj).__qualname__} shares its tag with "
+                            f"{other.__module__}.{other.__qualname__}; a peer could not tell them apart",
+                            direction="encode")
         if type(obj) not in _catalogue.type_set:
             raise WireError(transport, f"struct {type(obj).__name__} is not in the message catalogue; "
                             "register it with register_custom_types()", direction="encode")

@@ -62,7 +62,10 @@ def tensor_bytes(tensor: torch.Tensor) -> tuple[torch.Tensor, memoryview]:
     """(contiguous CPU tensor, its raw bytes as a view). Gradients never travel."""
     if tensor.layout is not torch.strided:
         raise WireError("msgpack", f"cannot send a {tensor.layout} tensor; only dense tensors", direction="encode")
-    cpu = tensor.detach().to("cpu").contiguous()
+    if tensor.is_meta:
+        raise WireError("msgpack", "cannot send a meta tensor: it has no data", direction="encode")
+    # Lazy conjugate/negative views must be materialized before their bits are read.
+    cpu = tensor.detach().resolve_conj().resolve_neg().to("cpu").contiguous()
     flat = cpu.reshape(-1)
     if flat.dtype is not torch.uint8:
         flat = flat.view(torch.uint8)
@@ -106,6 +109,8 @@ def restore_tensor(metadata: Any, raw: Any) -> torch.Tensor:
 def _to_device(tensor: torch.Tensor, device: Any) -> torch.Tensor:
     if device == "cpu":
         return tensor
+    if not isinstance(device, str) or device.startswith("meta"):
+        raise WireError("msgpack", f"tensor device {device!r} cannot hold received data")
     try:
         return tensor.to(torch.device(device))
     except (RuntimeError, TypeError, AssertionError) as exc:
@@ -151,6 +156,8 @@ def enc_hook(obj: Any) -> Any:
     if isinstance(obj, np.ndarray):
         if obj.dtype.hasobject:
             raise TypeError("numpy arrays of Python objects cannot travel as msgpack")
+        if obj.dtype.fields is not None or obj.dtype.subdtype is not None:
+            raise TypeError(f"structured numpy dtype {obj.dtype} cannot travel as msgpack (its fields would be lost)")
         # Not np.ascontiguousarray: it turns a 0-d array into shape (1,).
         arr = obj if obj.flags.c_contiguous else obj.copy(order="C")
         return pack_buffer(EXT_NUMPY_ARRAY, [list(arr.shape), arr.dtype.str], memoryview(arr.reshape(-1).view(np.uint8)))

@@ -37,12 +37,25 @@ def _from_base64(value: Any) -> Any:
     return value
 
 
+def _no_json_form(tp: Any) -> Any:
+    def refuse(value: Any) -> Any:
+        if value is None:
+            return None
+        raise PydanticCustomError("no_json_form", "{type} values cannot come from HTTP JSON", {"type": repr(tp)})
+
+    return refuse
+
+
 def _field_schema(handler: Any, field: msgspec.structs.FieldInfo) -> core_schema.CoreSchema:
     try:
         schema = handler.generate_schema(field.type)
     except PydanticSchemaGenerationError:
-        # Tensors, ndarrays and array.array have no JSON form: accept the Python object as is.
-        schema = core_schema.any_schema()
+        # Tensors, ndarrays and array.array have no JSON form: Python callers may pass the
+        # object itself, HTTP JSON is refused here rather than failing later on the wire.
+        schema = core_schema.json_or_python_schema(
+            json_schema=core_schema.no_info_plain_validator_function(_no_json_form(field.type)),
+            python_schema=core_schema.any_schema(),
+        )
     if field.default is not msgspec.NODEFAULT:
         return core_schema.with_default_schema(schema, default=field.default)
     if field.default_factory is not msgspec.NODEFAULT:

@@ -24,13 +24,16 @@ from .io_struct import PickleWrapper
 
 logger = logging.getLogger(__name__)
 
-# (module, name) pairs and whole module prefixes a trusted PickleWrapper may name.
+# (module, name) pairs a trusted PickleWrapper may name, and modules whose *data
+# classes* it may name (never functions: a pickle can call anything it can name).
 SAFE_GLOBALS = {
-    ("builtins", n) for n in ("set", "frozenset", "list", "dict", "tuple", "bytearray", "complex", "slice", "range", "object")
+    ("builtins", n) for n in ("set", "frozenset", "list", "dict", "tuple", "bytearray", "complex", "slice", "range")
 } | {
     ("collections", n) for n in ("OrderedDict", "defaultdict", "deque", "Counter")
-} | {("copyreg", "_reconstructor"), ("array", "_array_reconstructor"), ("array", "array")}
-SAFE_MODULE_PREFIXES = ("reference_impl.", "datetime", "decimal", "uuid", "enum")
+} | {("copyreg", "_reconstructor"), ("array", "_array_reconstructor"), ("array", "array")} | {
+    ("datetime", n) for n in ("datetime", "date", "time", "timedelta", "timezone")
+} | {("decimal", "Decimal"), ("uuid", "UUID")}
+SAFE_CLASS_MODULES = ("reference_impl",)
 
 #: How often each type crossed the wire inside a PickleWrapper, this process (the
 #: migration's progress at a glance). Logged per object when IPC_LOG_PICKLE_OBJECTS=1.
@@ -47,9 +50,24 @@ class AllowListUnpickler(pickle.Unpickler):
         self.allowed = SAFE_GLOBALS | set(extra)
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in self.allowed or module.startswith(SAFE_MODULE_PREFIXES):
-            return super().find_class(module, name)
+        if "." not in name:  # dotted names walk attributes: "os.system" under any module
+            if (module, name) in self.allowed:
+                return super().find_class(module, name)
+            if any(module == m or module.startswith(m + ".") for m in SAFE_CLASS_MODULES):
+                found = super().find_class(module, name)
+                if _is_data_class(found):
+                    return found
         raise pickle.UnpicklingError(f"{module}.{name} is not on the unpickling allow-list")
+
+
+def _is_data_class(obj: Any) -> bool:
+    """Structs, dataclasses and enums: constructing them runs no code of consequence."""
+    import dataclasses
+    import enum
+
+    return isinstance(obj, type) and (
+        issubclass(obj, (msgspec.Struct, enum.Enum)) or dataclasses.is_dataclass(obj)
+    )
 
 
 def wrap(value: Any) -> Optional[PickleWrapper]:
