@@ -51,6 +51,14 @@ class Adapter:
         the implementation does there. Must never hand wire bytes to pickle (msgpack)."""
         raise NotImplementedError
 
+    def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
+        """Send one message on a ZeroMQ socket as the implementation does (optional)."""
+        raise NotImplementedError
+
+    def recv(self, sock: Any, transport: str) -> Any:
+        """Receive one message from a ZeroMQ socket as the implementation does (optional)."""
+        raise NotImplementedError
+
     def validate_http(self, struct: str, json_text: str) -> Any:
         """HTTP JSON -> struct through the implementation's pydantic bridge (optional)."""
         raise NotImplementedError

@@ -51,6 +51,16 @@ class ReferenceAdapter(Adapter):
     def receive(self, data: bytes, transport: str) -> Any:
         return self._codec.decode(data, transport, allow_pickle=False)
 
+    def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
+        from reference_impl import zmq_io
+
+        zmq_io.send(sock, obj, transport, zero_copy=zero_copy)
+
+    def recv(self, sock: Any, transport: str) -> Any:
+        from reference_impl import zmq_io
+
+        return zmq_io.recv(sock, transport, allow_pickle=True)
+
     def validate_http(self, struct: str, json_text: str) -> Any:
         from pydantic import TypeAdapter
 

@@ -76,6 +76,14 @@ class SGLangAdapter(Adapter):
             return pickle.loads(data)
         return self.unwrap(self._io.msgpack_decode(data))
 
+    def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
+        if zero_copy:
+            raise NotImplementedError("SGLang 0.5.23 has no zero-copy send")
+        sock.send(self.encode(obj, transport))
+
+    def recv(self, sock: Any, transport: str) -> Any:
+        return self.decode(sock.recv(), transport)
+
     def validate_http(self, struct: str, json_text: str) -> Any:
         from pydantic import TypeAdapter
 
