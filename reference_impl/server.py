@@ -59,17 +59,28 @@ def config_from_args(args: argparse.Namespace):
     )
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Optional[Sequence[str]] = None, *, fast_exit: bool = True) -> int:
+    """Serve until SIGINT / SIGTERM. With fast_exit (the command line), the process exits right
+    after the engine is down, skipping seconds of interpreter teardown with torch loaded."""
     args = build_parser().parse_args(argv)
+    code = 0
     try:
         config = config_from_args(args)
         from reference_impl.engine.launcher import EngineStartupError, launch_server
 
-        launch_server(config)
-    except (ValueError, EngineStartupError) as exc:
+        try:
+            launch_server(config)
+        except EngineStartupError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            code = 1
+    except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return 0
+        code = 2
+    if fast_exit:
+        from reference_impl.engine.runtime import fast_exit as _exit
+
+        _exit(code)
+    return code
 
 
 if __name__ == "__main__":

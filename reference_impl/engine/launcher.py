@@ -134,8 +134,8 @@ def launch_server(config: EngineConfig) -> None:
                                                log_level=config.log_level, access_log=config.log_level == "debug",
                                                timeout_graceful_shutdown=3, lifespan="on"))
         server.run()  # handles SIGINT/SIGTERM itself, then re-raises the signal (caught here)
-    except KeyboardInterrupt:
-        pass
+    except (KeyboardInterrupt, _Terminated):
+        logger.info("signal received; stopped")
     finally:
         engine.shutdown()
         signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,169 @@
+"""End-to-end runs of the reference engine, shared by the e2e tests of this folder.
+
+A run = one real server (subprocesses, ZeroMQ, the tiny model on CPU) for one
+(transport, dp_size): start it, send the scenario, stop it with a signal, collect
+the responses, the tap records, the spans and the shutdown report. Runs are
+started lazily, once per session, and each is stopped before its results are
+handed out, so at most one server runs at a time (2-core machines); a hung one is
+killed with its whole process group.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from .harness import Client, ServerProcess
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: end-to-end check against a real reference server (subprocesses, "
+                                       "ZeroMQ, tiny model); select with -m e2e, skip with -m 'not e2e'")
+
+
+@dataclass
+class EngineRun:
+    name: str
+    transport: str
+    dp_size: int
+    info: dict = field(default_factory=dict)
+    results: dict = field(default_factory=dict)
+    records: list = field(default_factory=list)
+    spans: list = field(default_factory=list)
+    shutdown: dict = field(default_factory=dict)
+    fault: dict = field(default_factory=dict)
+    log: str = ""
+    timings: dict = field(default_factory=dict)
+
+
+RUNS: dict[str, dict[str, Any]] = {
+    "msgpack-dp1": {"transport": "msgpack", "dp_size": 1, "stop": signal.SIGINT},
+    "pickle-dp1": {"transport": "pickle", "dp_size": 1, "stop": signal.SIGTERM, "use_cli": True},
+    "msgpack-dp2": {"transport": "msgpack", "dp_size": 2, "stop": signal.SIGTERM, "fault": "kill_scheduler"},
+    "pickle-dp2": {"transport": "pickle", "dp_size": 2, "stop": signal.SIGTERM},
+    # The check must catch a controller that forgets to unwrap (upstream's bug): msgpack only.
+    "msgpack-dp1-controller-skips-unwrap": {"transport": "msgpack", "dp_size": 1, "stop": signal.SIGTERM,
+                                            "args": ("--debug-skip-unwrap", "controller"), "scenario": "minimal"},
+}
+
+
+def minimal_scenario(server: ServerProcess) -> dict:
+    c = Client(server.url)
+    try:
+        r = c.post("/generate", {"text": "hi", "sampling_params": {"temperature": 0, "max_new_tokens": 4}})
+        return {"generate": {"status": r.status_code, "body": r.json()}}
+    finally:
+        c.close()
+
+
+def kill_scheduler_fault(server: ServerProcess) -> dict:
+    """A scheduler dies while serving: the in-flight request errors, /health is 503, nothing hangs."""
+    c = Client(server.url)
+    victim = server.info["pids"][f"scheduler_{server.dp_size - 1}"]
+    events: list = []
+    error: dict = {}
+
+    def stream() -> None:
+        try:
+            for event in c.stream("/generate", {"text": "doomed", "stream": True, "routed_dp_rank": server.dp_size - 1,
+                                                "sampling_params": {"temperature": 0, "ignore_eos": True,
+                                                                    "max_new_tokens": 480}}):
+                events.append(event)
+        except Exception as exc:  # noqa: BLE001 - recorded for the test
+            error["exception"] = repr(exc)
+
+    reader = threading.Thread(target=stream, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 10
+    while not events and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(victim, signal.SIGKILL)
+    killed = time.monotonic()
+    reader.join(15)
+    out = {"stream_finished": not reader.is_alive(), "seconds_to_error": time.monotonic() - killed,
+           "last_event": events[-1] if events else None, "error": error}
+    out["health"] = c.get("/health").status_code
+    late = c.post("/generate", {"text": "after", "sampling_params": {"max_new_tokens": 2}})
+    out["new_request"] = {"status": late.status_code, "body": late.json()}
+    t0 = time.monotonic()
+    out["flush_status"] = c.post("/flush_cache").status_code
+    out["flush_seconds"] = time.monotonic() - t0
+    c.close()
+    return out
+
+
+_DONE: dict[str, Any] = {}
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    runs = [r for r in _DONE.values() if isinstance(r, EngineRun)]
+    if runs:
+        terminalreporter.section("reference engine runs")
+        for r in runs:
+            t = r.timings
+            terminalreporter.write_line(
+                f"{r.name:38s} startup {t.get('startup_s', 0):5.1f} s  scenario {t.get('scenario_s', 0):5.1f} s  "
+                f"shutdown {t.get('shutdown_s', 0):4.1f} s  {len(r.records)} IPC messages, {len(r.spans)} spans")
+
+
+@pytest.fixture(scope="session")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An empty cache: the first server writes the default tiny checkpoint itself (a fresh machine)."""
+    return tmp_path_factory.mktemp("model-cache")
+
+
+@pytest.fixture(scope="session")
+def engine_run(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Callable[[str], EngineRun]:
+    from reference_impl.engine.tap import read_tap
+    from reference_impl.engine.tracing import read_spans
+
+    from .scenario import run_scenario
+
+    done = _DONE
+
+    def get(name: str) -> EngineRun:
+        if name in done:
+            if isinstance(done[name], BaseException):
+                pytest.fail(f"run {name} failed earlier: {done[name]!r}")
+            return done[name]
+        spec = RUNS[name]
+        run = EngineRun(name, spec["transport"], spec["dp_size"])
+        server = ServerProcess(tmp_path_factory.mktemp(name), spec["transport"], spec["dp_size"],
+                               extra_args=tuple(spec.get("args", ())), use_cli=spec.get("use_cli", False),
+                               env={"IPC_ENGINE_CACHE": str(model_cache)})
+        try:
+            t0 = time.monotonic()
+            server.start()
+            run.timings["startup_s"] = time.monotonic() - t0
+            run.info = server.info
+            t0 = time.monotonic()
+            run.results = (minimal_scenario if spec.get("scenario") == "minimal" else run_scenario)(server)
+            run.timings["scenario_s"] = time.monotonic() - t0
+            if spec.get("fault") == "kill_scheduler":
+                run.fault = kill_scheduler_fault(server)
+        except BaseException as exc:
+            server.kill()
+            done[name] = exc
+            raise RuntimeError(f"run {name} failed: {exc!r}\n--- server log ---\n{server.log_tail(60)}") from exc
+        finally:
+            if server.proc is not None and server.proc.poll() is None:
+                t0 = time.monotonic()
+                run.shutdown = server.stop(spec["stop"])
+                run.timings["shutdown_s"] = time.monotonic() - t0
+            elif server.proc is not None:
+                run.shutdown = server.stop(spec["stop"])
+        run.log = server.log_text()
+        run.records = read_tap(server.tap_dir)
+        run.spans = read_spans(server.trace_dir) if server.trace_dir.exists() else []
+        done[name] = run
+        return run
+
+    return get
+
