@@ -277,6 +277,20 @@ class SubprocessAdapter(Adapter):
     def validate_http(self, struct: str, json_text: str) -> Any:
         return self._local_decode(self._request("http", struct=struct, json=json_text), "msgpack")
 
+    def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
+        """The testee's bytes, sent whole by the runner. A zero-copy send (a buffer shared
+        with the caller while in flight) only exists inside one process: not testable here."""
+        if zero_copy:
+            raise NotImplementedError("zero-copy sends share the caller's memory; a testee process cannot")
+        sock.send(self.encode(obj, transport))
+
+    def recv(self, sock: Any, transport: str) -> Any:
+        """One message from the socket through the testee's trusted receive path (`unwrap`)."""
+        data = sock.recv()
+        if "unwrap" not in self.ops:
+            raise TesteeSkipped("receiving needs the optional 'unwrap' request (a trusted receive path)")
+        return pickle.loads(self._request("unwrap", transport=transport, payload=bytes(data)))
+
     @property
     def label(self) -> str:
         return f"{self.name}-{self.version}"
