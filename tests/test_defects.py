@@ -1,0 +1,92 @@
+"""The suite catches every defect class of BRIEF.md section 4.
+
+Each defective adapter (tests/defective_adapters.py) is the reference with one
+defect; the suite runs against it in a fresh process and must report the
+matching check as failed (Recommended checks: as a recommended failure).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+# defect class -> (adapter, -k selection, check ids that must fail)
+DEFECTS = {
+    "1-http-base64": ("NoBase64", "HttpBase64", [
+        "Required.HttpBase64.UpdateWeightsFromTensorReqInput.Decodes",
+        "Required.HttpBase64.UpdateWeightsFromTensorReqInput.RejectsMalformed"]),
+    "2-missing-unwrap": ("ForgetsUnwrap", "Unwrap", [
+        "Required.Unwrap.TokenizedGenerateReqInput.NoWrapperLeft.msgpack"]),
+    "3-narrow-logprobs": ("NarrowLogprobs", "Logprobs and msgpack", [
+        "Required.Logprobs.BatchTokenIDOutput.NestedNone.prompt.msgpack",
+        "Required.Logprobs.BatchStrOutput.NestedNone.mixed_batch.msgpack"]),
+    "4-trace-lost": ("DropsTraceUnderMsgpack", "Trace", [
+        "Required.Trace.TokenizedGenerateReqInput.ContextSurvivesForwarding.msgpack"]),
+    "5-top-level-str": ("NoTopLevelStr", "Primitive", ["Required.Primitive.str.TopLevel.msgpack"]),
+    "6-pickle-sink": ("UnpicklesWireBytes", "Security", [
+        "Recommended.Security.top_level.NoPickleFromUntrustedPeer",
+        "Recommended.Security.field.NoPickleFromUntrustedPeer"]),
+    "7a-tensor-dtype": ("UpcastsBfloat16", "Tensor", ["Required.Tensor.bfloat16.Exact.msgpack"]),
+    "7b-requires-grad": ("KeepsRequiresGradUnderPickle", "Tensor", [
+        "Required.Tensor.requires_grad.Exact.pickle", "Required.Tensor.requires_grad.SameOnBothTransports"]),
+    "8-discovery": ("NoLateSubclasses", "LateGrandchild", ["Required.Catalogue.All.LateGrandchildDecodes"]),
+    "9-narrow-rid": ("NarrowRids", "BatchTokenIDOutput and (Catalogue or RoundTrip)", [
+        "Required.Catalogue.BatchTokenIDOutput.MatchesManifest",
+        "Required.RoundTrip.BatchTokenIDOutput.Identical.msgpack.typical"]),
+    "10-msgpack-changes-values": ("UntypedDecode", "RoundTrip and msgpack", [
+        "Required.RoundTrip.ProfileReq.Identical.msgpack.typical",  # an enum arrives as its value
+        "Required.RoundTrip.TokenizedGenerateReqInput.Identical.msgpack.typical"]),
+    "11-buffer-reuse": ("UnsafeZeroCopy", "ZeroCopy", ["Required.ZeroCopy.msgpack.BufferReuseSafe"]),
+    "12-field-inserted": ("ReorderedFields", "(FlushCacheReqInput or BatchTokenIDOutput) and "
+                          "(Catalogue or Golden)", [
+        "Required.Catalogue.FlushCacheReqInput.MatchesManifest",
+        "Required.Catalogue.BatchTokenIDOutput.MatchesManifest",
+        # old peer's bytes (the golden vectors) decode to garbage or fail
+        "Required.Golden.FlushCacheReqInput.DecodesVector.typical",
+        "Required.Golden.BatchTokenIDOutput.DecodesVector.typical"]),
+}
+
+
+def _run(adapter: str, selection: str, tmp_path: Path) -> dict[str, str]:
+    report = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", f"defective_adapters:{adapter}",
+         "--manifest", "sglang-0.5.23", "--expectations", os.devnull, "--report", str(report), "--", "-k", selection],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    outcome = {r["id"]: r["outcome"] for r in json.loads(report.read_text())["results"]}
+    assert outcome, f"nothing selected by -k {selection!r}"
+    return outcome
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("defect", list(DEFECTS))
+def test_suite_catches_defect(defect, tmp_path):
+    adapter, selection, must_fail = DEFECTS[defect]
+    outcome = _run(adapter, selection, tmp_path)
+    failing = {"failed", "recommended-failed"}
+    missed = [c for c in must_fail if outcome.get(c) not in failing]
+    assert not missed, f"defect {defect} ({adapter}) not reported by {missed}: " + str(
+        {c: outcome.get(c, "not run") for c in missed})
+
+
+def test_reference_passes_the_same_selections(tmp_path):
+    """The same checks pass on the reference: the failures above are the defects'."""
+    selection = " or ".join(f"({sel})" for _, sel, _ in DEFECTS.values())
+    env_adapter = "ReferenceAdapter"
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", f"conformance.adapters.reference:{env_adapter}",
+         "--report", str(report), "--", "-k", selection], capture_output=True, text=True, timeout=300)
+    results = json.loads(report.read_text())["results"]
+    bad = [r["id"] for r in results if r["outcome"] not in ("passed", "skipped")]
+    assert not bad, proc.stdout[-2000:]
