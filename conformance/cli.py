@@ -57,6 +57,7 @@ def _run(args: argparse.Namespace) -> int:
     from .runner import run
 
     return run(impl=args.impl, transport=args.transport, manifest=args.manifest, report=args.report,
+               report_dir=args.report_dir,
                pytest_args=args.pytest_args, expectations=args.expectations,
                fix_expectations=args.fix_expectations, strict=args.strict)
 
@@ -65,6 +66,93 @@ def _serve(args: argparse.Namespace) -> int:
     from reference_impl.server import main as serve_main  # torch, uvicorn, ... only when serving
 
     return serve_main(args.serve_args)
+
+
+# -- spec tools: schema diff, golden vectors, testee smoke (spec/SPEC.md, spec/testee.md) --
+def _schema_diff(args: argparse.Namespace) -> int:
+    from .schema_diff import load_side, older_manifests, render_json, render_text
+
+    side = dict(imports=args.imports, union_attr=args.union_attr)
+    new = load_side(args.new, **side)
+    olds = [load_side(args.old, **side)]
+    if args.transitive:
+        olds += [m for m in older_manifests(new) if m.id not in {o.id for o in olds}]
+    from .schema_diff import diff
+
+    results = [diff(old, new, modules=not args.ignore_modules) for old in olds]
+    if args.format == "json":
+        sys.stdout.write(render_json(results))
+    else:
+        sys.stdout.write("\n".join(render_text(r) for r in results))
+    if not args.check:
+        return 0
+    failed = 0
+    for r in results:
+        bad = r.violations(args.check, args.peers)
+        verdict = "ok" if not bad else f"FAILED: {len(bad)} change(s) not allowed"
+        print(f"check {args.check} for {args.peers} peers, {r.old} -> {r.new}: {verdict}", file=sys.stderr)
+        for c in bad:
+            print(f"  {c.subject}: {c.line()}", file=sys.stderr)
+        failed += bool(bad)
+    return 1 if failed else 0
+
+
+def _golden(args: argparse.Namespace) -> int:
+    from .golden import check, update
+
+    ids = args.manifest or None
+    if args.golden_command == "update":
+        fixed = update(ids)
+        for problem in fixed:
+            print(f"fixed {problem}")
+        print(f"golden: {len(fixed)} file(s) written or deleted" if fixed else "golden: up to date")
+        return 0
+    problems = check(ids)
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"golden: {len(problems)} problem(s): run `ipc-conformance golden update` and review the diff",
+              file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _smoke(args: argparse.Namespace) -> int:
+    from .testee.smoke import smoke
+
+    return smoke(args.impl, args.manifest)
+
+
+def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
+    schema = sub.add_parser("schema", help="manifest schema tools").add_subparsers(dest="schema_command", required=True)
+    sd = schema.add_parser("diff", help="every change between two manifests, by rule, classified for msgpack "
+                           "(array_like) and pickle peers")
+    sd.add_argument("old", help="manifest file, bundled id (sglang-0.5.22), reference, sglang, or live:<module>")
+    sd.add_argument("new", help="the same kinds as OLD")
+    sd.add_argument("--check", choices=["FULL", "BACKWARD", "FORWARD", "NONE"],
+                    help="exit 1 when the change is not allowed under this compatibility mode")
+    sd.add_argument("--peers", choices=["msgpack", "pickle", "both"], default="msgpack",
+                    help="whose compatibility --check judges (default: msgpack)")
+    sd.add_argument("--transitive", action="store_true",
+                    help="also diff every older bundled manifest of the same implementation against NEW")
+    sd.add_argument("--format", choices=["text", "json"], default="text")
+    sd.add_argument("--ignore-modules", action="store_true",
+                    help="ignore which Python module a class lives in (e.g. a generated catalogue)")
+    sd.add_argument("--import", dest="imports", action="append", default=[],
+                    help="for live:<module>: import this module first (registers custom types); repeatable")
+    sd.add_argument("--union-attr", default="_all_types", help="for live:<module>: the union attribute")
+    sd.set_defaults(func=_schema_diff)
+
+    golden = sub.add_parser("golden", help="golden vectors").add_subparsers(dest="golden_command", required=True)
+    for name, text in (("update", "rewrite golden/ from the manifests (review the diff; CI never runs this)"),
+                       ("check", "exit 1 when golden/ differs from what the manifests imply")):
+        g = golden.add_parser(name, help=text)
+        g.add_argument("--manifest", action="append", default=[], help="only this manifest id; repeatable")
+        g.set_defaults(func=_golden)
+
+    sm = sub.add_parser("smoke", help="a quick check that an implementation (e.g. a cmd: testee) is wired up")
+    sm.add_argument("--impl", default="reference", help='implementation, e.g. "cmd:python -m reference_impl.testee"')
+    sm.add_argument("--manifest", help="manifest id (default: the one the implementation claims)")
+    sm.set_defaults(func=_smoke)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,6 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--fix-expectations", action="store_true",
                      help="rewrite the expected-failure list from this run's failures")
     run.add_argument("--report", help="write JSON results (one record per check) here")
+    run.add_argument("--report-dir", help="write results.json, report.md, report.html and badge.json here")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     run.set_defaults(func=_run)
 
@@ -110,6 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="run the reference serving engine (see `ipc-conformance serve --help`)")
     serve.add_argument("serve_args", nargs=argparse.REMAINDER)
     serve.set_defaults(func=_serve)
+    _add_spec_commands(sub)
     return parser
 
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import json
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 import pytest
 
-from . import expectations, profiles
+from . import expectations, profiles, report
 from .session import TRANSPORT_CHOICES, Session
 
 _KEY = pytest.StashKey[Session]()
@@ -31,6 +32,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="expected-failure list (default: conformance/expectations/<impl>.txt)")
     group.addoption("--ipc-fix-expectations", action="store_true",
                     help="rewrite the expected-failure list from this run's failures")
+    group.addoption("--ipc-report", default=None, help="write JSON results (one record per check) here")
+    group.addoption("--ipc-report-dir", default=None,
+                    help="write results.json, report.md, report.html and badge.json here")
     group.addoption("--ipc-strict", action="store_true",
                     help="Recommended checks (e.g. security) fail the run too")
     group.addoption("--ipc-summary", default="terminal", choices=("terminal", "caller"), help=argparse_suppress())
@@ -180,9 +184,16 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    if not _results or not config.getoption("--ipc-fix-expectations"):
+    if not _results:
         return
     ipc = session_of(config)
+    meta = {"impl": ipc.adapter.label, "manifest": ipc.manifest.id, "transport": ipc.transport}
+    if config.getoption("--ipc-report"):
+        Path(config.getoption("--ipc-report")).write_text(json.dumps({**meta, "results": _results}, indent=1))
+    if config.getoption("--ipc-report-dir"):
+        report.write_all(Path(config.getoption("--ipc-report-dir")), meta, _results, ipc.pickle_residue())
+    if not config.getoption("--ipc-fix-expectations"):
+        return
     previous = _expectations(config)
     failing = {r["id"]: r["message"] for r in _results if r["outcome"] in ("failed", "xfailed")
                and not r["message"].endswith("(ipc-conformance run --fix-expectations)")}

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.metadata
-import json
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -23,6 +22,7 @@ def run(
     transport: str = "both",
     manifest: Optional[str] = None,
     report: Optional[str] = None,
+    report_dir: Optional[str] = None,
     pytest_args: Sequence[str] = (),
     expectations: Optional[str] = None,
     fix_expectations: bool = False,
@@ -34,6 +34,8 @@ def run(
         "--ipc-impl", impl, "--ipc-transport", transport, "--ipc-summary", "caller",
         *(["--ipc-manifest", manifest] if manifest else []),
         *(["--ipc-expectations", expectations] if expectations else []),
+        *(["--ipc-report", report] if report else []),
+        *(["--ipc-report-dir", report_dir] if report_dir else []),
         *(["--ipc-fix-expectations"] if fix_expectations else []),
         *(["--ipc-strict"] if strict else []),
         *pytest_args,
@@ -41,8 +43,6 @@ def run(
     extra_plugins = [] if _plugin_autoloaded() else [plugin]
     code = pytest.main(args, plugins=extra_plugins)
     records = plugin.results()
-    if report:
-        Path(report).write_text(json.dumps({"impl": impl, "transport": transport, "results": records}, indent=1))
     print(plugin.expected_line(records))
     print(plugin.summary_line(records))
     return int(code)

@@ -70,6 +70,20 @@ class Session:
         devices = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
         return StrategyBuilder(self.live_manifest, self.classes, devices=devices)
 
+    def pickle_residue(self) -> dict[str, Any]:
+        """Fields that still travel as PickleWrapper or Any, and (when the implementation
+        counts them) the object types that went through pickle during this run."""
+        from .manifest import parse
+
+        fields = []
+        for spec in self.live_manifest.structs.values():
+            for f in spec.fields:
+                kinds = {(n.kind, n.name) for n in parse(f.type).walk()}
+                if ("Ref", "PickleWrapper") in kinds or any(k == "Any" for k, _ in kinds):
+                    fields.append((f"{spec.name}.{f.name}", f.type))
+        counter = getattr(self.adapter, "pickle_residue", None)
+        return {"fields": fields, "wrapped": dict(counter()) if callable(counter) else {}}
+
     @property
     def hypothesis_settings(self) -> Any:
         from .profiles import PROFILES

@@ -61,6 +61,11 @@ class ReferenceAdapter(Adapter):
 
         return zmq_io.recv(sock, transport, allow_pickle=True)
 
+    def pickle_residue(self) -> dict[str, int]:
+        from reference_impl.pickle_wrapper import pickle_residue
+
+        return dict(pickle_residue)
+
     def validate_http(self, struct: str, json_text: str) -> Any:
         from pydantic import TypeAdapter
 

@@ -1,0 +1,122 @@
+"""Reports of a conformance run: JSON records, a Markdown and an HTML table, a badge.
+
+The table has one row per subject (struct) and one column per check (Area.Name);
+a cell shows the outcome for each transport/variant the check ran under.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+SYMBOL = {"passed": "✓", "failed": "✗", "xfailed": "≈", "skipped": "–", "recommended-failed": "!"}
+LEGEND = "✓ passed · ✗ failed · ≈ expected failure · ! recommended check failed · – skipped"
+
+
+def split_id(check_id: str) -> tuple[str, str, str, str]:
+    """(subject, 'Area.Name', axes, level) from Level.Area.Subject.Name[.axes...]."""
+    level, area, subject, name, *axes = check_id.split(".")
+    return subject, f"{area}.{name}", ".".join(axes), level
+
+
+def table(records: Iterable[dict[str, Any]]) -> tuple[list[str], list[str], dict[tuple[str, str], list[tuple[str, str]]]]:
+    cells: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+    for r in records:
+        subject, column, axes, _ = split_id(r["id"])
+        cells[subject, column].append((axes, r["outcome"]))
+    subjects = sorted({s for s, _ in cells})
+    columns = sorted({c for _, c in cells})
+    return subjects, columns, cells
+
+
+def _cell(entries: list[tuple[str, str]]) -> str:
+    if all(o == "passed" for _, o in entries):
+        return SYMBOL["passed"]
+    return " ".join(f"{SYMBOL.get(o, o)}{axes and ' ' + axes}" for axes, o in entries if o != "passed")
+
+
+def counts(records: list[dict[str, Any]]) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for r in records:
+        out[r["outcome"]] += 1
+    return dict(out)
+
+
+def markdown(meta: dict[str, Any], records: list[dict[str, Any]], residue: Optional[dict[str, Any]] = None) -> str:
+    subjects, columns, cells = table(records)
+    c = counts(records)
+    lines = [
+        f"# Conformance of {meta['impl']} against {meta['manifest']}",
+        "",
+        f"{c.get('passed', 0)} passed, {c.get('failed', 0)} failed, {c.get('xfailed', 0)} expected failures, "
+        f"{c.get('recommended-failed', 0)} recommended checks failed, {c.get('skipped', 0)} skipped "
+        f"(transports: {meta['transport']}).",
+        "",
+        LEGEND,
+        "",
+        "| struct | " + " | ".join(columns) + " |",
+        "|---|" + "---|" * len(columns),
+    ]
+    for s in subjects:
+        lines.append(f"| {s} | " + " | ".join(_cell(cells.get((s, col), [])) if (s, col) in cells else ""
+                                               for col in columns) + " |")
+    problems = [r for r in records if r["outcome"] in ("failed", "xfailed", "recommended-failed")]
+    if problems:
+        lines += ["", "## Failures", ""]
+        for r in problems:
+            first = (r.get("message") or "").strip().splitlines()[:1]
+            lines.append(f"- `{r['id']}` ({r['outcome']}): {first[0] if first else ''}"
+                         + (f" — {r['reason']}" if r.get("reason") else ""))
+    if residue:
+        lines += ["", "## Pickle residue", "", "Fields that still travel as PickleWrapper or `Any`:", ""]
+        lines += [f"- `{f}`: `{t}`" for f, t in residue.get("fields", [])]
+        if residue.get("wrapped"):
+            lines += ["", "Objects wrapped in PickleWrapper during this run:", ""]
+            lines += [f"- `{name}`: {n}" for name, n in sorted(residue["wrapped"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def html_report(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
+    subjects, columns, cells = table(records)
+    colour = {"✓": "#d4f7d4", "✗": "#f7d4d4", "≈": "#f7f0d4", "!": "#f7e0c8"}
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    rows = []
+    for s in subjects:
+        tds = []
+        for col in columns:
+            text = _cell(cells[(s, col)]) if (s, col) in cells else ""
+            bg = next((v for k, v in colour.items() if k in text), "#fff")
+            tds.append(f'<td style="background:{bg}">{html.escape(text)}</td>')
+        rows.append(f"<tr><th>{html.escape(s)}</th>{''.join(tds)}</tr>")
+    c = counts(records)
+    return (
+        "<!doctype html><meta charset='utf-8'>"
+        f"<title>Conformance of {html.escape(meta['impl'])}</title>"
+        "<style>body{font-family:sans-serif}table{border-collapse:collapse;font-size:12px}"
+        "td,th{border:1px solid #ccc;padding:2px 4px}</style>"
+        f"<h1>Conformance of {html.escape(meta['impl'])} against {html.escape(meta['manifest'])}</h1>"
+        f"<p>{c.get('passed', 0)} passed, {c.get('failed', 0)} failed, {c.get('xfailed', 0)} expected failures, "
+        f"{c.get('recommended-failed', 0)} recommended failed, {c.get('skipped', 0)} skipped. {html.escape(LEGEND)}</p>"
+        f"<table><tr><th>struct</th>{head}</tr>{''.join(rows)}</table>"
+    )
+
+
+def badge(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """shields.io endpoint JSON."""
+    c = counts(records)
+    ran = len(records) - c.get("skipped", 0)
+    ok = c.get("passed", 0) + c.get("xfailed", 0) + c.get("recommended-failed", 0)
+    color = "brightgreen" if not c.get("failed") else ("orange" if c["failed"] < 0.01 * ran else "red")
+    return {"schemaVersion": 1, "label": "ipc conformance", "message": f"{ok}/{ran}", "color": color}
+
+
+def write_all(folder: Path, meta: dict[str, Any], records: list[dict[str, Any]],
+              residue: Optional[dict[str, Any]] = None) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "results.json").write_text(json.dumps({**meta, "results": records}, indent=1))
+    (folder / "report.md").write_text(markdown(meta, records, residue))
+    (folder / "report.html").write_text(html_report(meta, records))
+    (folder / "badge.json").write_text(json.dumps(badge(records)))
