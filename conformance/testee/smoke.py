@@ -1,0 +1,101 @@
+"""`ipc-conformance smoke`: a few seconds to know an implementation is wired up right.
+
+Start (for cmd: testees, the handshake), then for a handful of golden vectors: decode
+the vector, encode the canonical message, round-trip it over every transport, carry a
+top-level int; then stop. Run it before the full suite, as Bowtie does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from ..compare import differences
+
+__all__ = ["smoke"]
+
+
+def _pick_structs(manifest: Any) -> list[str]:
+    names = [s.name for s in manifest.messages]
+    preferred = [n for n in ("BatchTokenIDOutput", "TokenizedGenerateReqInput", "AbortReq") if n in names]
+    return preferred or names[:3]
+
+
+def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], None] = print) -> int:
+    from ..adapters import load_adapter
+    from ..golden.store import read_index
+    from ..manifest import load_manifest
+    from ..paths import golden_dir
+    from ..values import ValueBuilder
+
+    failures = 0
+    passed = 0
+
+    def step(name: str, fn: Callable[[], Optional[str]], required: bool = True) -> None:
+        nonlocal failures, passed
+        try:
+            problem = fn()
+        except Exception as exc:  # includes skips: a smoke step must run
+            problem = f"{type(exc).__name__}: {exc}"
+        if problem:
+            failures += required
+            out(f"{'FAIL' if required else 'warn'}  {name}: {problem.splitlines()[0][:300]}")
+        else:
+            passed += 1
+            out(f"ok    {name}")
+
+    try:
+        adapter = load_adapter(impl)
+    except Exception as exc:
+        out(f"FAIL  start {impl}: {exc}")
+        out("smoke: 0 ok, 1 failed")
+        return 1
+    try:
+        language = getattr(adapter, "language", "python (in process)")
+        manifest = load_manifest(manifest_id or adapter.manifest_id() or "sglang-0.5.23")
+        out(f"ok    start: {adapter.label} ({language}), claims {manifest.id}, transports {', '.join(adapter.transports)}"
+            + (f", ops {', '.join(sorted(adapter.ops))}" if hasattr(adapter, "ops") else ""))
+        classes = adapter.classes()
+        index = read_index(manifest.id)
+        vectors = {(c["struct"], c["variant"]): golden_dir() / manifest.id / c["msgpack"] for c in (index or {}).get("cases", [])}
+
+        def instance(struct: str, variant: str) -> Any:
+            return ValueBuilder(manifest, classes, variant).instance(struct)
+
+        for struct in _pick_structs(manifest):
+            for variant in ("minimal", "edge"):
+                path = vectors.get((struct, variant))
+                if path is None or "msgpack" not in adapter.transports:
+                    continue
+
+                def decodes(path=path, struct=struct, variant=variant) -> Optional[str]:
+                    diffs = differences(instance(struct, variant), adapter.decode(path.read_bytes(), "msgpack"))
+                    return "; ".join(diffs[:3]) or None
+
+                def encodes(path=path, struct=struct, variant=variant) -> Optional[str]:
+                    got = adapter.encode(instance(struct, variant), "msgpack")
+                    return None if got == path.read_bytes() else f"{len(got)} bytes differ from the golden vector"
+
+                step(f"decode golden {struct}.{variant}", decodes)
+                step(f"encode golden {struct}.{variant} (recommended)", encodes, required=False)
+            for transport in adapter.transports:
+                def roundtrip(struct=struct, transport=transport) -> Optional[str]:
+                    value = instance(struct, "typical")
+                    diffs = differences(instance(struct, "typical"), adapter.decode(adapter.encode(value, transport), transport))
+                    return "; ".join(diffs[:3]) or None
+
+                step(f"round trip {struct}.typical over {transport}", roundtrip)
+        for transport in adapter.transports:
+            step(f"top-level int over {transport}",
+                 lambda t=transport: None if adapter.decode(adapter.encode(-(2**63), t), t) == -(2**63) else "changed")
+    finally:
+        close = getattr(adapter, "close", None)
+        if close is not None:
+            try:
+                close()
+                passed += 1
+                out("ok    stop")
+            except Exception as exc:
+                failures += 1
+                out(f"FAIL  stop: {exc}")
+    out(f"smoke: {passed} ok, {failures} failed")
+    return 1 if failures else 0
