@@ -16,11 +16,11 @@ import logging
 from array import array
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Optional
 
 import zmq
 
-from reference_impl.io_struct import BatchEmbeddingOutput, BatchStrOutput, BatchTokenIDOutput
+from reference_impl.io_struct import AbortReq, BatchEmbeddingOutput, BatchStrOutput, BatchTokenIDOutput
 
 from .config import DETOKENIZER, EngineConfig, IpcNames
 from .ipc import Receiver, Sender, choose_unwrap
@@ -39,6 +39,24 @@ class DecodeState:
     decoder: codecs.IncrementalDecoder
     text: str = ""  # everything emitted so far
     ids: list[int] = field(default_factory=list)
+
+
+def text_delta(state: DecodeState, tokenizer: ByteTokenizer, ids: list[int], finished_reason: Optional[dict],
+               skip_special_tokens: bool, no_stop_trim: bool) -> str:
+    """The new text for this chunk of ids; on the last chunk, flush and trim the matched stop."""
+    finished = finished_reason is not None
+    matched = finished_reason.get("matched") if finished else None
+    if finished and isinstance(matched, int) and not no_stop_trim and ids and ids[-1] == matched:
+        ids = ids[:-1]  # the stop token itself is not text
+    state.ids.extend(ids)
+    new = state.decoder.decode(tokenizer.decode_bytes(ids, skip_special_tokens), final=finished)
+    if finished and isinstance(matched, str) and matched and not no_stop_trim:
+        full = state.text + new
+        pos = full.find(matched)
+        if pos >= 0:  # text already streamed cannot be taken back
+            new = full[len(state.text):pos] if pos >= len(state.text) else ""
+    state.text += new
+    return new
 
 
 class Detokenizer:
@@ -64,8 +82,11 @@ class Detokenizer:
                 continue
             try:
                 out = self.handle(obj)
-            except Exception:
+            except Exception as exc:
                 logger.exception("detokenizer: failed on %s", type(obj).__name__)
+                for rid in getattr(obj, "rids", None) or []:  # fail those requests now, not at their timeout
+                    self.to_tokenizer.send(AbortReq(rid=rid, finished_reason={
+                        "type": "abort", "message": f"detokenizer: {type(exc).__name__}: {exc}", "status_code": 500}))
                 continue
             self.to_tokenizer.send(out)
 
@@ -86,24 +107,11 @@ class Detokenizer:
             if len(self.states) >= MAX_STATES:
                 self.states.pop(next(iter(self.states)))
             state = self.states[rid] = DecodeState(self.tokenizer.incremental_decoder())
-        ids = list(obj.decode_ids[i])
         reason = obj.finished_reasons[i]
-        finished = reason is not None
-        matched = reason.get("matched") if finished else None
-        no_trim = obj.no_stop_trim[i]
-        if finished and isinstance(matched, int) and not no_trim and ids and ids[-1] == matched:
-            ids = ids[:-1]  # the stop token itself is not text
-        state.ids.extend(ids)
-        new = state.decoder.decode(self.tokenizer.decode_bytes(ids, obj.skip_special_tokens[i]), final=finished)
-        if finished:
+        if reason is not None:
             del self.states[rid]
-            if isinstance(matched, str) and matched and not no_trim:
-                full = state.text + new
-                pos = full.find(matched)
-                if pos >= 0:
-                    new = full[len(state.text):pos] if pos >= len(state.text) else ""
-        state.text += new
-        return new
+        return text_delta(state, self.tokenizer, list(obj.decode_ids[i]), reason, obj.skip_special_tokens[i],
+                          obj.no_stop_trim[i])
 
     def detokenize(self, obj: BatchTokenIDOutput) -> BatchStrOutput:
         output_strs = [self._text_delta(i, obj) for i in range(len(obj.rids))]

@@ -134,7 +134,12 @@ class Scheduler:
             if self.waiting and self.free_slots:
                 self.run_prefill()
             elif self.running:
-                self.run_decode()
+                try:
+                    self.run_decode()
+                except Exception as exc:  # fail the batch, keep serving
+                    logger.exception("%s: decode step failed", self.name)
+                    for req in list(self.running):
+                        self.report_error(req.rid, f"decode failed: {type(exc).__name__}: {exc}")
             self.send_outputs()
 
     def recv_requests(self) -> None:
@@ -226,21 +231,30 @@ class Scheduler:
         while self.waiting and self.free_slots:
             req = self.waiting.pop(0)
             req.slot = self.free_slots.pop(0)
-            ids = torch.tensor([req.input_ids], device=self.device)
-            positions = torch.arange(len(req.input_ids), device=self.device)[None]
-            hidden = self.model(ids, positions, torch.tensor([req.slot], device=self.device), self.cache)[0]
-            logits = self.model.logits(hidden)  # [prompt, vocab]
-            if req.return_logprob:
-                self._input_logprobs(req, Logprobs(logits))
-            if req.return_hidden_states:
-                rows = hidden if req.return_hidden_states is True else hidden[-1:]
-                req.hidden_states.extend(rows.float().cpu().tolist())
-            if req.time_stats is not None:
-                req.time_stats.mark("prefill_done")
-            if req.span is not None:
-                req.span.add_event("prefill")
-            self._append_token(req, logits[-1], Logprobs(logits[-1:]) if req.return_logprob else None)
+            try:
+                self._prefill(req)
+            except Exception as exc:  # fail this request, keep serving
+                logger.exception("%s: prefill of %s failed", self.name, req.rid)
+                self._release(req)
+                self.report_error(req.rid, f"prefill failed: {type(exc).__name__}: {exc}")
+                continue
             self.running.append(req)
+
+    def _prefill(self, req: Req) -> None:
+        ids = torch.tensor([req.input_ids], device=self.device)
+        positions = torch.arange(len(req.input_ids), device=self.device)[None]
+        hidden = self.model(ids, positions, torch.tensor([req.slot], device=self.device), self.cache)[0]
+        logits = self.model.logits(hidden)  # [prompt, vocab]
+        if req.return_logprob:
+            self._input_logprobs(req, Logprobs(logits))
+        if req.return_hidden_states:
+            rows = hidden if req.return_hidden_states is True else hidden[-1:]
+            req.hidden_states.extend(rows.float().cpu().tolist())
+        if req.time_stats is not None:
+            req.time_stats.mark("prefill_done")
+        if req.span is not None:
+            req.span.add_event("prefill")
+        self._append_token(req, logits[-1], Logprobs(logits[-1:]) if req.return_logprob else None)
 
     def run_decode(self) -> None:
         active = [r for r in self.running if not r.finished]

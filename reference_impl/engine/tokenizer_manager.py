@@ -160,8 +160,14 @@ class TokenizerManager:
                 continue
             try:
                 self._dispatch(obj)
-            except Exception:
+            except Exception as exc:
                 logger.exception("tokenizer_manager: failed on %s", type(obj).__name__)
+                error = EngineError(f"tokenizer_manager: {type(exc).__name__}: {exc}")
+                for rid in getattr(obj, "rids", None) or []:  # fail those requests now, not at their timeout
+                    state = self.states.get(rid)
+                    if state is not None and not state.finished:
+                        state.finished = True
+                        state.queue.put_nowait(error)
 
     def _dispatch(self, obj: Any) -> None:
         if isinstance(obj, BatchStrOutput):

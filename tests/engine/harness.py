@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -135,8 +136,10 @@ class ServerProcess:
             except ProcessLookupError:
                 pass
         ipc_dir = self.info.get("ipc_dir")
-        return {"exit_code": code, "hung": hung, "orphans": alive,
-                "ipc_dir_left": bool(ipc_dir and Path(ipc_dir).exists())}
+        left = bool(ipc_dir and Path(ipc_dir).exists())
+        if left:  # reported, then removed: a failing check leaves no litter either
+            shutil.rmtree(ipc_dir, ignore_errors=True)
+        return {"exit_code": code, "hung": hung, "orphans": alive, "ipc_dir_left": left}
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -145,12 +148,14 @@ class ServerProcess:
             except ProcessLookupError:
                 pass
             self.proc.wait(10)
+        if self.info.get("ipc_dir"):
+            shutil.rmtree(self.info["ipc_dir"], ignore_errors=True)
 
 
 # -- HTTP helpers ----------------------------------------------------------------------
 class Client:
-    def __init__(self, url: str) -> None:
-        self.http = httpx.Client(base_url=url, timeout=HTTP_TIMEOUT_S)
+    def __init__(self, url: str, timeout: float = HTTP_TIMEOUT_S) -> None:
+        self.http = httpx.Client(base_url=url, timeout=timeout)
 
     def post(self, path: str, body: Any = None, headers: Optional[dict] = None, raw: Optional[bytes] = None
              ) -> httpx.Response:

@@ -276,14 +276,17 @@ def test_routed_dp_rank(engine_run):
 
 # -- failure handling ----------------------------------------------------------------------
 def test_dead_scheduler_fails_requests_fast_and_reports_unhealthy(engine_run):
-    fault = engine_run("msgpack-dp2").fault
+    run = engine_run("msgpack-dp2")
+    assert run.results  # the scenario finished before the kill
+    fault = run.fault
     assert fault["stream_finished"] and fault["seconds_to_error"] < 5, fault
     last = fault["last_event"]
     assert last is not None and "error" in last and last["error"]["code"] == 503, fault
     assert "scheduler_1" in last["error"]["message"]
-    assert fault["health"] == 503
+    assert fault["health"]["status"] == 503 and fault["health"]["body"]["dead"], fault["health"]
     assert fault["new_request"]["status"] == 503 and "died" in fault["new_request"]["body"]["message"]
-    assert fault["flush_status"] == 503 and fault["flush_seconds"] < 2
+    assert fault["flush"]["status"] == 503 and fault["flush"]["seconds"] < 2
+    assert run.shutdown["orphans"] == {} and not run.shutdown["ipc_dir_left"]
 
 
 def test_check_catches_a_controller_that_skips_the_unwrap(engine_run):
