@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -105,6 +105,12 @@ def index_text(manifest: Manifest, all_cases: Sequence[Case]) -> str:
 
 def expected_files(manifest: Manifest) -> dict[str, bytes]:
     """{file name: exact content} of the manifest's golden folder."""
+    return dict(_expected_files(manifest.id, manifest.to_json()))
+
+
+@lru_cache(maxsize=16)
+def _expected_files(manifest_id: str, manifest_json: bytes) -> dict[str, bytes]:
+    manifest = msgspec.json.decode(manifest_json, type=Manifest)
     all_cases = cases(manifest)
     out: dict[str, bytes] = {}
     for c in all_cases:

@@ -48,6 +48,8 @@ DEFAULT_TIMEOUT = float(os.environ.get("IPC_TESTEE_TIMEOUT", "60"))
 class TesteeError(ValueError):
     """The testee answered parse_error or serialize_error (it refused the input)."""
 
+    __test__ = False  # not a pytest class, whatever its name
+
     def __init__(self, kind: str, message: str) -> None:
         self.kind = kind
         super().__init__(f"testee {kind}: {message}")
@@ -56,9 +58,13 @@ class TesteeError(ValueError):
 class TesteeRuntimeError(RuntimeError):
     """The testee answered runtime_error, crashed, hung, or broke the protocol."""
 
+    __test__ = False
+
 
 class TesteeSkipped(pytest.skip.Exception):  # type: ignore[misc, name-defined]
     """The testee (or the protocol) cannot run this check: it is skipped, not failed."""
+
+    __test__ = False
 
     def __init__(self, message: str) -> None:
         super().__init__(msg=message)

@@ -1,0 +1,141 @@
+"""The JSON view (lossless, language-neutral) and the golden store's update/check workflow."""
+
+from __future__ import annotations
+
+import array
+import json
+import math
+import struct
+import subprocess
+import sys
+
+import msgspec
+import numpy as np
+import pytest
+import torch
+
+from conformance.cli import main
+from conformance.compare import differences
+from conformance.golden import ViewError, cases, check, dumps, from_view, loads, to_view, update
+from conformance.golden.catalogue import catalogue_for
+from conformance.golden.store import INDEX, expected_files
+from conformance.manifest import load_manifest
+
+MANIFEST = load_manifest("sglang-0.5.23")
+CLASSES = catalogue_for(MANIFEST).classes
+
+
+def _roundtrip(value):
+    return from_view(loads(dumps(to_view(value))), CLASSES)
+
+
+@pytest.mark.parametrize("value", [
+    None, True, 0, -(2**63), 2**64 - 1, 1.5, -0.0, 1e308, math.inf, -math.inf, "ünï 漢字 🙂\x00", b"", bytes(range(256)),
+    [1, [None, -0.18], []], (1, "a"), {1, 2}, frozenset({"x"}), {1: "a", "k": None, (1, 2): 3.0},
+    torch.tensor(-0.0, dtype=torch.bfloat16), torch.zeros((0, 4), dtype=torch.int64), torch.arange(6.0).reshape(2, 3).t(),
+    np.array(-0.0), np.zeros((0, 2), dtype=np.int32), array.array("q", [0, -1, 2**62]), array.array("d", [0.5]),
+    msgspec.msgpack.Ext(9, b"\x01\x02"),
+])
+def test_view_round_trips_exactly(value):
+    assert not differences(value.contiguous() if isinstance(value, torch.Tensor) else value, _roundtrip(value))
+
+
+def test_nan_keeps_its_bits():
+    for bits in ("7ff8000000000000", "fff8000000000000", "7ff0000000000001"):
+        value = struct.unpack(">d", bytes.fromhex(bits))[0]
+        view = to_view(value)
+        assert view == ({"$float": "nan"} if bits == "7ff8000000000000" else {"$float": "0x" + bits})
+        assert struct.pack(">d", from_view(view, {})).hex() == bits
+
+
+def test_structs_and_enums_carry_every_field_in_wire_order():
+    value = cases(MANIFEST, ["TokenizedGenerateReqInput"])[1].value()
+    view = to_view(value)
+    assert list(view)[0] == "$struct" and list(view)[1:] == list(value.__struct_fields__)
+    assert not differences(value, _roundtrip(value))
+    member = list(CLASSES["Modality"])[0]
+    assert to_view(member) == {"$enum": "Modality", "member": member.name, "value": member.value}
+
+
+def test_floats_and_ints_stay_apart_in_the_text():
+    text = dumps(to_view([1, 1.0, -0.0, 1e308]))
+    assert json.loads(text) == [1, 1.0, -0.0, 1e308] and "1.0" in text and "-0.0" in text and "1e+308" in text
+
+
+@pytest.mark.parametrize("view, message", [
+    ({"a": 1}, "exactly one of"),
+    ({"$struct": "Nope"}, "unknown struct"),
+    ({"$bytes": "not base64!"}, "invalid base64"),
+    ({"$float": "huge"}, "nan, inf"),
+    ({"$tensor": {"dtype": "float32", "shape": [2], "device": "cpu", "data": "AAAA"}}, "data bytes"),
+    ({"$tensor": {"dtype": "complex_thing", "shape": [], "data": ""}}, "torch dtype"),
+    ({"$ndarray": {"dtype": "O", "shape": [1], "data": ""}}, "object arrays"),
+    ({"$enum": "Modality", "member": "SMELL"}, "no member"),
+    ({"$dict": [[1]]}, "pairs"),
+])
+def test_bad_views_name_the_problem(view, message):
+    with pytest.raises(ViewError, match=message):
+        from_view(view, CLASSES)
+
+
+def test_every_vector_decodes_to_its_view_and_back(tmp_path):
+    """For each bundled manifest: the bytes decode to the value the view describes, and the
+    view's value encodes to the same bytes (the two files agree)."""
+    from conformance.manifest import bundled_manifests
+    from conformance.paths import golden_dir
+
+    for manifest_id in bundled_manifests():
+        manifest = load_manifest(manifest_id)
+        cat = catalogue_for(manifest)
+        for case in cases(manifest):
+            data = (golden_dir() / manifest_id / case.msgpack_file).read_bytes()
+            view = json.loads((golden_dir() / manifest_id / case.view_file).read_text())
+            assert view["struct"] == case.struct and view["variant"] == case.variant
+            from_text = from_view(view["value"], cat.classes)
+            assert not differences(from_text, cat.decode(data)), f"{manifest_id} {case.name}"
+            assert cat.encode(from_text) == data, f"{manifest_id} {case.name}"
+
+
+def test_reference_codec_and_generic_encoder_agree_on_the_reference_manifest():
+    from reference_impl import ext
+
+    encoder = msgspec.msgpack.Encoder(enc_hook=ext.enc_hook)
+    for case in cases(MANIFEST)[::7]:
+        assert encoder.encode(case.value()) == case.msgpack
+
+
+def test_update_then_check_in_a_scratch_folder(tmp_path):
+    ids = ["sglang-0.5.19"]
+    fixed = update(ids, root=tmp_path)
+    assert {p.kind for p in fixed} == {"missing"} and check(ids, root=tmp_path) == []
+    folder = tmp_path / "sglang-0.5.19"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(expected_files(load_manifest(ids[0])))
+    index = json.loads((folder / INDEX).read_text())
+    assert index["manifest"] == ids[0] and len(index["cases"]) == 3 * len(load_manifest(ids[0]).messages)
+
+    (folder / "AbortReq.typical.msgpack").write_bytes(b"\x90")
+    (folder / "Stray.minimal.msgpack").write_bytes(b"")
+    problems = {(p.kind, p.path) for p in check(ids, root=tmp_path)}
+    assert problems == {("changed", "sglang-0.5.19/AbortReq.typical.msgpack"),
+                        ("unused", "sglang-0.5.19/Stray.minimal.msgpack")}
+    update(ids, root=tmp_path)
+    assert check(ids, root=tmp_path) == []
+
+
+def test_folders_of_unknown_manifests_are_unused(tmp_path):
+    (tmp_path / "sglang-0.0.1").mkdir()
+    (tmp_path / "sglang-0.0.1" / INDEX).write_text("{}")
+    problems = [p for p in check(root=tmp_path) if p.kind == "unused"]
+    assert [p.path for p in problems] == ["sglang-0.0.1/"]
+
+
+def test_golden_is_deterministic_across_hash_seeds():
+    """Another process with another hash seed regenerates exactly the committed bytes."""
+    out = subprocess.run([sys.executable, "-m", "conformance.cli", "golden", "check", "--manifest", "sglang-0.5.23"],
+                         capture_output=True, text=True, env={"PYTHONHASHSEED": "4242", "PATH": ""})
+    assert out.returncode == 0 and "up to date" in out.stdout, out.stdout + out.stderr
+
+
+def test_cli_golden_check_passes_on_the_committed_vectors(capsys):
+    assert main(["golden", "check"]) == 0
+    assert "up to date" in capsys.readouterr().out
