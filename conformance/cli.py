@@ -110,6 +110,8 @@ def _golden(args: argparse.Namespace) -> int:
     problems = check(ids)
     for problem in problems:
         print(problem)
+    if not problems:
+        print("golden: up to date")
     if problems:
         print(f"golden: {len(problems)} problem(s): run `ipc-conformance golden update` and review the diff",
               file=sys.stderr)
