@@ -42,6 +42,7 @@ class EngineProcesses:
         self._down = False
 
     def start(self) -> "EngineProcesses":
+        """Spawn every child; they load in parallel (call wait_ready() next)."""
         from .controller import run_controller_process
         from .detokenizer import run_detokenizer_process
         from .scheduler import run_scheduler_process
@@ -60,7 +61,12 @@ class EngineProcesses:
             writer.close()
             self.children.append((name, proc))
             readers[reader] = (name, proc)
-        self._wait_ready(readers)
+        self._readers = readers
+        return self
+
+    def wait_ready(self) -> "EngineProcesses":
+        """Block until every child reported ready (or raise EngineStartupError naming the one that did not)."""
+        self._wait_ready(self._readers)
         logger.info("engine processes ready: %s", ", ".join(f"{n} (pid {p.pid})" for n, p in self.children))
         return self
 
@@ -125,9 +131,10 @@ def launch_server(config: EngineConfig) -> None:
     engine = EngineProcesses(config)
     try:
         engine.start()
-        from .http_api import build_app
+        from .http_api import build_app  # imported while the children load
         from .tokenizer_manager import TokenizerManager
 
+        engine.wait_ready()
         tm = TokenizerManager(config, engine.ipc, engine.children)
         app = build_app(tm, on_shutdown=engine.shutdown)
         server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_config=None,

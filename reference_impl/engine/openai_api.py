@@ -18,7 +18,6 @@ from typing import Any, Optional
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from . import protocol
 from .http_api import collect, first_item, sse, stream_response
 from .protocol import (
     ChatCompletionRequest,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 import random
-import time
 from array import array
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection

@@ -10,12 +10,10 @@ engine runs or after it died. Without ``tap_dir`` the tap does nothing.
 
 from __future__ import annotations
 
-import os
 import struct
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import msgspec
 

@@ -153,9 +153,10 @@ def run_scenario(server: ServerProcess) -> dict[str, Any]:
         # -- continuous batching: concurrent streams == each request alone, bit for bit --
         prompts = [f"{i}: {PROMPT[:i + 3]}" for i in range(6)]
 
-        def body(i: int) -> dict:  # every other request without logprobs: batches mix None and lists
+        def body(i: int) -> dict:
+            # Every other request without logprobs, and each rank gets both kinds: batches mix None and lists.
             return {"text": prompts[i], "stream": True, "return_logprob": i % 2 == 0, "top_logprobs_num": 2,
-                    "sampling_params": {**GREEDY, "max_new_tokens": 20}}
+                    "routed_dp_rank": (i // 2) % server.dp_size, "sampling_params": {**GREEDY, "max_new_tokens": 48}}
 
         def alone(i: int) -> dict:
             client = Client(server.url)
