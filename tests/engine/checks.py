@@ -61,6 +61,37 @@ def wrapped_on_wire(records: Iterable[TapRecord]) -> Counter:
     return out
 
 
+TIMED = ("TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput", "BatchTokenIDOutput", "BatchStrOutput",
+         "BatchEmbeddingOutput")
+
+
+def time_stats_failures(records: Iterable[TapRecord]) -> list[str]:
+    """Every request and output message carries its time stats: on the wire a PickleWrapper under
+    msgpack, the object itself under pickle (upstream's layout), and a ReqTimeStats once received."""
+    from reference_impl.engine.tracing import ReqTimeStats
+    from reference_impl.io_struct import PickleWrapper
+
+    failures = []
+    for rec in records:
+        raw = decode_raw(rec)
+        name = type(raw).__name__
+        if name not in TIMED:
+            continue
+        wire = raw.time_stats
+        where = f"{rec.process} ({rec.link}, {rec.transport}): {name}.time_stats"
+        if wire is None:
+            failures.append(f"{where} is missing")
+            continue
+        expected = PickleWrapper if rec.transport == "msgpack" else (ReqTimeStats, list)
+        if not isinstance(wire, expected):
+            failures.append(f"{where} travels as {type(wire).__name__}")
+        opened = codec.unwrap(raw, allow_pickle=True).time_stats
+        items = opened if isinstance(opened, list) else [opened]
+        if not all(isinstance(t, ReqTimeStats) for t in items):
+            failures.append(f"{where} opens to {[type(t).__name__ for t in items]}")
+    return failures
+
+
 def struct_types(records: Iterable[TapRecord]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for rec in records:

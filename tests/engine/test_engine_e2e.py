@@ -21,6 +21,7 @@ from .checks import (
     processes_in_trace,
     struct_types,
     tensors_on_wire,
+    time_stats_failures,
     trace_failures,
     wire_failures,
     wrapped_on_wire,
@@ -69,6 +70,7 @@ def test_no_pickle_wrapper_survives_a_receive_path(run):
 
 
 def test_time_stats_travel_in_pickle_wrappers_under_msgpack(run):
+    assert time_stats_failures(run.records) == []
     wrapped = wrapped_on_wire(run.records)
     if run.transport == "pickle":
         assert not wrapped
