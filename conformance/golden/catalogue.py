@@ -78,4 +78,12 @@ def _codec(manifest: Manifest, classes: Mapping[str, type]) -> tuple[Callable[[A
     prims = {"int": int, "float": float, "bool": bool, "bytes": bytes, "None": type(None)}
     arms = structs + tuple(prims[p] for p in manifest.union if p in prims) + (type(None),)
     decoder = msgspec.msgpack.Decoder(Union[arms], dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())  # type: ignore[valid-type]
-    return encoder.encode, decoder.decode
+    str_decoder = msgspec.msgpack.Decoder(str)
+
+    def decode(data: bytes) -> Any:
+        # A top-level str is a plain msgpack str (SPEC R-MSG-6): pick the decoder by the first byte.
+        if len(data) and (0xA0 <= data[0] <= 0xBF or data[0] in (0xD9, 0xDA, 0xDB)):
+            return str_decoder.decode(data)
+        return decoder.decode(data)
+
+    return encoder.encode, decode
