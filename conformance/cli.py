@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -184,7 +185,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run the conformance suite against an implementation")
     run.add_argument("--impl", default="reference", help="implementation under test (default: reference)")
-    run.add_argument("--transport", choices=["pickle", "msgpack", "both"], default="both")
+    run.add_argument("--transport", choices=["pickle", "msgpack", "both"],
+                     default=os.environ.get("IPC_CONFORMANCE_TRANSPORT", "both"),
+                     help="transports to check (default: env IPC_CONFORMANCE_TRANSPORT, else both)")
     run.add_argument("--manifest", help="manifest the catalogue is checked against (default: the implementation's)")
     run.add_argument("--expectations", help="expected-failure list (default: conformance/expectations/<impl>.txt)")
     run.add_argument("--strict", action="store_true", help="Recommended checks (security) fail the run too")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import json
+import os
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
@@ -24,7 +25,9 @@ _KEY = pytest.StashKey[Session]()
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("ipc-conformance")
     group.addoption("--ipc-impl", default="reference", help="implementation under test (default: reference)")
-    group.addoption("--ipc-transport", default="both", choices=TRANSPORT_CHOICES, help="transports to check")
+    group.addoption("--ipc-transport", default=os.environ.get("IPC_CONFORMANCE_TRANSPORT", "both"),
+                    choices=TRANSPORT_CHOICES,
+                    help="transports to check (default: env IPC_CONFORMANCE_TRANSPORT, else both)")
     group.addoption("--ipc-manifest", default=None, help="manifest id or file (default: the implementation's)")
     group.addoption("--ipc-hypothesis-profile", default=None, choices=("dev", "ci", "thorough"),
                     help="generated-value effort (default: ci when CI is set, else dev)")

@@ -60,9 +60,11 @@ class Session:
         live = [s.name for s in self.live_manifest.messages]
         return sorted(set(self.message_names) | set(live))
 
-    @cached_property
+    @property
     def strategies(self) -> Any:
-        """Strategies from the implementation's own field types, drawing its own classes."""
+        """Strategies from the implementation's own field types, drawing its own classes.
+        A fresh builder per check, so what one check draws never depends on the checks
+        that ran before it (the selection must not change verdicts)."""
         import torch
 
         from .strategies import StrategyBuilder

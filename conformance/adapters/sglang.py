@@ -82,7 +82,8 @@ class SGLangAdapter(Adapter):
         sock.send(self.encode(obj, transport))
 
     def recv(self, sock: Any, transport: str) -> Any:
-        return self.decode(sock.recv(), transport)
+        # sock_recv, then the receiver's unwrap of opaque fields (a trusted peer).
+        return self.unwrap(self.decode(sock.recv(), transport))
 
     def validate_http(self, struct: str, json_text: str) -> Any:
         from pydantic import TypeAdapter
