@@ -158,6 +158,15 @@ def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
     sm.set_defaults(func=_smoke)
 
 
+def _report_compare(args: argparse.Namespace) -> int:
+    import json
+
+    from .report import compare
+
+    sys.stdout.write(compare([json.loads(Path(f).read_text()) for f in args.results]))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ipc-conformance", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -176,6 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--version", help="version in the manifest (default: the distribution's)")
     ex.add_argument("--array-typecode", help="typecode of array.array fields, when the module fixes one (q)")
     ex.set_defaults(func=_manifest_extract)
+
+    rep = sub.add_parser("report", help="reports of conformance runs").add_subparsers(dest="report_command",
+                                                                                       required=True)
+    cmp_ = rep.add_parser("compare", help="a Markdown table of check areas x implementations")
+    cmp_.add_argument("results", nargs="+", help="results.json files of `run --report-dir` / `run --report`")
+    cmp_.set_defaults(func=_report_compare)
 
     cg = sub.add_parser("codegen", help="generate a Python module of structs from a manifest")
     cg.add_argument("manifest", help="manifest file or bundled id (sglang-0.5.23)")

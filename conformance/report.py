@@ -120,3 +120,25 @@ def write_all(folder: Path, meta: dict[str, Any], records: list[dict[str, Any]],
     (folder / "report.md").write_text(markdown(meta, records, residue))
     (folder / "report.html").write_text(html_report(meta, records))
     (folder / "badge.json").write_text(json.dumps(badge(records)))
+
+
+def compare(reports: list[dict[str, Any]]) -> str:
+    """Markdown: one row per check area, one column per implementation (passed / failing)."""
+    areas: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+    for rep in reports:
+        for r in rep["results"]:
+            level, area = r["id"].split(".")[:2]
+            areas[f"{level}.{area}"][rep["impl"]][r["outcome"]] += 1
+    impls = [rep["impl"] for rep in reports]
+    lines = ["| checks | " + " | ".join(impls) + " |", "|---|" + "---|" * len(impls)]
+
+    def cell(c: dict[str, int]) -> str:
+        ran = sum(v for k, v in c.items() if k != "skipped")
+        bad = ran - c.get("passed", 0)
+        return f"{c.get('passed', 0)}/{ran}" + (f" ({bad} failing)" if bad else "") if ran else "–"
+
+    for area in sorted(areas):
+        lines.append(f"| {area} | " + " | ".join(cell(areas[area].get(i, {})) for i in impls) + " |")
+    totals = [counts(rep["results"]) for rep in reports]
+    lines.append("| **all** | " + " | ".join(cell(t) for t in totals) + " |")
+    return "\n".join(lines) + "\n"

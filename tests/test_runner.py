@@ -69,3 +69,11 @@ def test_markdown_table_and_badge_from_records():
     assert "| A | ✗ msgpack.typical |" in text
     assert "`Required.RoundTrip.A.Identical.msgpack.typical` (failed): boom" in text
     assert report.badge(records) == {"schemaVersion": 1, "label": "ipc conformance", "message": "2/3", "color": "red"}
+
+
+def test_compare_table_counts_each_area_per_implementation():
+    a = {"impl": "a", "results": [{"id": "Required.RoundTrip.X.I.pickle", "outcome": "passed"},
+                                  {"id": "Required.RoundTrip.X.I.msgpack", "outcome": "xfailed"}]}
+    b = {"impl": "b", "results": [{"id": "Required.RoundTrip.X.I.pickle", "outcome": "passed"}]}
+    table = report.compare([a, b])
+    assert "| Required.RoundTrip | 1/2 (1 failing) | 1/1 |" in table
