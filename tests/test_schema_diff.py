@@ -202,7 +202,11 @@ def test_cli_live_reference_and_pickle_peers(capsys):
     assert main(["schema", "diff", "sglang-0.5.23", "reference", "--ignore-modules", "--check", "FULL",
                  "--peers", "both"]) == 0
     assert "no changes" in capsys.readouterr().out
+    assert main(["schema", "diff", "sglang-0.5.23", "live:reference_impl.io_struct", "--union-attr",
+                 "CUSTOM_MESSAGE_TYPES", "--ignore-modules", "--check", "FULL"]) == 0
     assert main(["schema", "diff", "sglang-0.5.22", "sglang-0.5.23", "--check", "BACKWARD", "--peers", "pickle"]) == 0
+    assert main(["schema", "diff", str(ROOT / "spec" / "manifests" / "sglang-0.5.21.json"), "sglang-0.5.22",
+                 "--check", "BACKWARD", "--peers", "pickle"]) == 0  # insertions are harmless to kw_only pickle
 
 
 # -- the classification is sound: what it calls compatible really decodes -----------------
