@@ -60,7 +60,8 @@ def _run(args: argparse.Namespace) -> int:
     return run(impl=args.impl, transport=args.transport, manifest=args.manifest, report=args.report,
                report_dir=args.report_dir,
                pytest_args=args.pytest_args, expectations=args.expectations,
-               fix_expectations=args.fix_expectations, strict=args.strict)
+               fix_expectations=args.fix_expectations, strict=args.strict,
+               hypothesis_profile=args.hypothesis_profile)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -206,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--manifest", help="manifest the catalogue is checked against (default: the implementation's)")
     run.add_argument("--expectations", help="expected-failure list (default: conformance/expectations/<impl>.txt)")
     run.add_argument("--strict", action="store_true", help="Recommended checks (security) fail the run too")
+    run.add_argument("--hypothesis-profile", choices=["dev", "ci", "thorough"],
+                     help="generated-value effort: dev (default), ci (derandomized; default when CI is set; "
+                          "expected-failure lists of generated checks are exact only here), thorough")
+    run.add_argument("--e2e", action="store_true",
+                     help="also run the E2E checks (Required.E2E.*): start the implementation's server once per "
+                          "transport with its IPC tap on and send a fixed scenario (about a minute on 2 cores); "
+                          "only those: --e2e -- -k E2E")
     run.add_argument("--fix-expectations", action="store_true",
                      help="rewrite the expected-failure list from this run's failures")
     run.add_argument("--report", help="write JSON results (one record per check) here")

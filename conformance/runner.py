@@ -27,6 +27,7 @@ def run(
     expectations: Optional[str] = None,
     fix_expectations: bool = False,
     strict: bool = False,
+    hypothesis_profile: Optional[str] = None,
 ) -> int:
     args = [
         str(SUITE), "-q", "--tb=line", "-p", "no:cacheprovider", "--rootdir", str(SUITE),
@@ -38,6 +39,8 @@ def run(
         *(["--ipc-report-dir", report_dir] if report_dir else []),
         *(["--ipc-fix-expectations"] if fix_expectations else []),
         *(["--ipc-strict"] if strict else []),
+        *(["--ipc-e2e"] if e2e else []),
+        *(["--ipc-hypothesis-profile", hypothesis_profile] if hypothesis_profile else []),
         *pytest_args,
     ]
     extra_plugins = [] if _plugin_autoloaded() else [plugin]

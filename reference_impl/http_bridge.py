@@ -73,7 +73,8 @@ def struct_core_schema(cls: type, source: Any, handler: Any) -> core_schema.Core
         )
         for f in msgspec.structs.fields(cls)
     }
-    as_dict = core_schema.typed_dict_schema(fields, cls_name=cls.__name__, extra_behavior="forbid")
+    # (no cls_name: pydantic-core before 2.25 does not take it; errors name the field anyway)
+    as_dict = core_schema.typed_dict_schema(fields, extra_behavior="forbid")
     from_dict = core_schema.no_info_after_validator_function(lambda v: cls(**v), as_dict)
     return core_schema.json_or_python_schema(
         json_schema=from_dict,

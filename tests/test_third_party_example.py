@@ -1,0 +1,26 @@
+"""The walkthrough's example (docs/third-party.md) works as documented."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_minimal_python_implementation_passes_with_its_expectations(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", "examples.minimal_impl.adapter:MinimalAdapter",
+         "--expectations", str(ROOT / "examples/minimal_impl/expectations.txt"), "--hypothesis-profile", "ci"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900,
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert lines[-2] == "expected failures: 13"
+    assert lines[-1].startswith("conformance: ") and " 0 failed" in lines[-1]
