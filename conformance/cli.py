@@ -61,7 +61,7 @@ def _run(args: argparse.Namespace) -> int:
                report_dir=args.report_dir,
                pytest_args=args.pytest_args, expectations=args.expectations,
                fix_expectations=args.fix_expectations, strict=args.strict,
-               hypothesis_profile=args.hypothesis_profile)
+               hypothesis_profile=args.hypothesis_profile, e2e=args.e2e)
 
 
 def _serve(args: argparse.Namespace) -> int:

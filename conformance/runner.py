@@ -28,6 +28,7 @@ def run(
     fix_expectations: bool = False,
     strict: bool = False,
     hypothesis_profile: Optional[str] = None,
+    e2e: bool = False,
 ) -> int:
     args = [
         str(SUITE), "-q", "--tb=line", "-p", "no:cacheprovider", "--rootdir", str(SUITE),
