@@ -11,16 +11,21 @@ Everything that fails raises WireError, naming transport, struct and field.
 
 from __future__ import annotations
 
+import array
 import copy
 import io
 import os
 import pickle
 import re
 import threading
-from typing import Any, Iterable, Optional, Sequence, Union
+import typing
+from functools import lru_cache
+from operator import attrgetter
+from typing import Any, Iterable, List, Optional, Sequence, Union
 
 import msgspec
 import msgspec.inspect as mi
+import numpy as np
 import torch
 
 from . import ext, io_struct
@@ -103,15 +108,110 @@ class _Catalogue:
         frames_decoder = msgspec.msgpack.Decoder(
             union, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook(_current_frames)
         )
+        # The fast decoder: the same union, but List[array] fields of the message types
+        # decode as plain Ext values (no Python call per element); see _fast_decode.
+        shadows = {shadow: (t, names) for t in types for shadow, names in [_shadow_of(t)] if shadow is not None}
+        fast_decoder = None
+        if shadows:
+            swap = {real: shadow for shadow, (real, _) in shadows.items()}
+            fast_union = Union[tuple(swap.get(t, t) for t in types) + (int, float, bool, bytes, None)]  # type: ignore[valid-type]
+            fast_decoder = msgspec.msgpack.Decoder(fast_union, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())
         # Swap everything at once: a failed refresh leaves the previous catalogue intact.
         self.found, self.ambiguous = found, ambiguous
         self.types, self.type_set, self.by_tag = types, frozenset(types), by_tag
         self.decoder, self.frames_decoder = decoder, frames_decoder
+        self.fast_decoder, self.shadows = fast_decoder, shadows
+        self.plans: dict[type, Any] = {}  # top-level types that passed _check_top_level -> _encode_plan
         return True
 
 
+# -- fast paths (performance only: every one gives the bytes / values of the plain path) --
+def _is_array_list(t: mi.Type) -> bool:
+    """List[array] or Optional[List[array]]."""
+    if isinstance(t, mi.UnionType):
+        rest = [a for a in t.types if not isinstance(a, mi.NoneType)]
+        if len(rest) != 1 or len(t.types) != 2:
+            return False
+        t = rest[0]
+    return (isinstance(t, mi.ListType) and isinstance(t.item_type, mi.CustomType)
+            and t.item_type.cls is array.array)
+
+
+@lru_cache(maxsize=None)
+def _array_list_fields(cls: type) -> tuple[str, ...]:
+    """Top-level fields of a message type typed List[array] (token ids of a batch)."""
+    try:
+        return tuple(f.name for f in mi.type_info(cls).fields if _is_array_list(f.type))
+    except Exception:  # a type msgspec.inspect cannot describe: no fast path
+        return ()
+
+
+def _shadow_of(cls: type) -> tuple[Optional[type], tuple[str, ...]]:
+    """A decode-only twin of cls (same tag, fields, order, defaults and options) whose
+    List[array] fields are List[Ext]; (None, ()) when cls has none or cannot be twinned."""
+    names = _array_list_fields(cls)
+    if not names:
+        return None, ()
+    try:
+        hints = typing.get_type_hints(cls, include_extras=True)
+        fields = []
+        for f in msgspec.structs.fields(cls):
+            tp = hints[f.name]
+            if f.name in names:
+                tp = Optional[List[msgspec.msgpack.Ext]] if _optional(tp) else List[msgspec.msgpack.Ext]
+            if f.default is not msgspec.NODEFAULT:
+                fields.append((f.name, tp, f.default))
+            elif f.default_factory is not msgspec.NODEFAULT:
+                fields.append((f.name, tp, msgspec.field(default_factory=f.default_factory)))
+            else:
+                fields.append((f.name, tp))
+        c = cls.__struct_config__
+        shadow = msgspec.defstruct(
+            cls.__name__, fields, module=__name__, tag=c.tag, tag_field=c.tag_field,
+            omit_defaults=c.omit_defaults, forbid_unknown_fields=c.forbid_unknown_fields,
+            kw_only=True, array_like=c.array_like, gc=c.gc)
+    except Exception:
+        return None, ()
+    if shadow.__struct_fields__ != cls.__struct_fields__ or not c.array_like:
+        return None, ()
+    return shadow, names
+
+
+def _optional(tp: Any) -> bool:
+    return typing.get_origin(tp) is Union and type(None) in typing.get_args(tp)
+
+
+class _LargeBuffer(Exception):
+    """Raised by _enc_hook: the message holds a large tensor/ndarray; splice it (_encode_spliced)."""
+
+
+# A tensor or ndarray at least this large is spliced into the message instead of being
+# copied twice (once into its ext payload, once into msgspec's output buffer).
+SPLICE_THRESHOLD = 1 << 18
+
+
+_ARRAY_HEADERS = ext._ARRAY_HEADERS
+_Ext = msgspec.msgpack.Ext
+
+
+def _enc_hook(obj: Any) -> Any:
+    if type(obj) is array.array:  # as ext.enc_hook, one call less
+        return _Ext(ext.EXT_ARRAY, _ARRAY_HEADERS[obj.typecode] + obj)
+    if isinstance(obj, (torch.Tensor, np.ndarray)) and _nbytes(obj) >= SPLICE_THRESHOLD:
+        raise _LargeBuffer
+    return ext.enc_hook(obj)
+
+
+def _nbytes(obj: Any) -> int:
+    try:
+        return int(obj.nbytes)
+    except Exception:  # sparse, meta, ...: the plain path deals with it
+        return 0
+
+
 _catalogue = _Catalogue()
-_encoder = msgspec.msgpack.Encoder(enc_hook=ext.enc_hook)
+_encoder = msgspec.msgpack.Encoder(enc_hook=_enc_hook)
+_plain_encoder = msgspec.msgpack.Encoder(enc_hook=ext.enc_hook)
 _str_decoder = msgspec.msgpack.Decoder(str)
 
 
@@ -134,9 +234,38 @@ def register_custom_types(*types: type) -> None:
 def wrap_fields(obj: Any) -> Any:
     """A copy of obj whose PickleWrapper-typed fields hold PickleWrappers (sender side).
     The caller's object is never modified."""
-    if not isinstance(obj, msgspec.Struct) or not opaque_fields(type(obj)):
+    if not _has_opaque_values(obj):
         return obj
     return map_wrapped(_deep_struct_copy(obj), lambda v, s, p: wrap(v))
+
+
+_NO_OPAQUE = object()
+_opaque_getters: dict[type, Any] = {}
+
+
+def _opaque_getter(cls: type) -> Any:
+    """A function giving the values of cls's PickleWrapper-bearing fields as a tuple, or
+    _NO_OPAQUE when cls has none (or is not a struct)."""
+    getter = _opaque_getters.get(cls)
+    if getter is None:
+        names = opaque_fields(cls) if isinstance(cls, type) and issubclass(cls, msgspec.Struct) else ()
+        if not names:
+            getter = _NO_OPAQUE
+        elif len(names) == 1:
+            getter = attrgetter(names[0], names[0])  # a tuple, like the many-field case
+        else:
+            getter = attrgetter(*names)
+        _opaque_getters[cls] = getter
+    return getter
+
+
+def _has_opaque_values(obj: Any) -> bool:
+    """Whether any PickleWrapper-bearing field of obj is set (the walks only visit those)."""
+    getter = _opaque_getter(type(obj))
+    if getter is _NO_OPAQUE:
+        return False
+    values = getter(obj)
+    return values.count(None) != len(values)
 
 
 def _deep_struct_copy(obj: Any) -> Any:
@@ -171,6 +300,8 @@ def unwrap(
         return unwrap_value(value, allow_pickle=allow_pickle, transport=transport,
                             where=(struct or "PickleWrapper", path), trusted_globals=trusted_globals)
 
+    if type(obj) is not PickleWrapper and not _has_opaque_values(obj):
+        return obj  # nothing to open: what map_wrapped would return
     return map_wrapped(obj, open_wrapper)
 
 
@@ -217,19 +348,101 @@ def _pickle_dumps(obj: Any) -> bytes:
     return buf.getvalue()
 
 
+_TRANSPORT_SET = frozenset(TRANSPORTS)
+
+
+def _encode_plan(cls: type) -> tuple[Any, tuple[str, ...]]:
+    """(getter of the PickleWrapper-bearing fields or None, List[array] field names)."""
+    getter = _opaque_getter(cls)
+    names = _array_list_fields(cls) if issubclass(cls, msgspec.Struct) else ()
+    return (None if getter is _NO_OPAQUE else getter), names
+
+
 def encode(obj: Any, transport: Optional[str] = None) -> bytes:
-    transport = _check_transport(transport)
-    _check_top_level(obj, transport)
+    if transport not in _TRANSPORT_SET:
+        transport = _check_transport(transport)
+    cls = type(obj)
+    plan = _catalogue.plans.get(cls)
+    if plan is None:
+        _check_top_level(obj, transport)
+        # Passed: the verdict only changes on a refresh, which empties the plans.
+        plan = _catalogue.plans[cls] = _encode_plan(cls)
     if transport == "pickle":
         try:
             return _pickle_dumps(obj)
         except Exception as exc:
             raise _encode_error(obj, transport, exc) from None
-    wrapped = wrap_fields(obj)
+    getter, names = plan
+    wrapped = obj
+    if getter is not None:
+        values = getter(obj)
+        if values.count(None) != len(values):
+            wrapped = wrap_fields(obj)
+    message = _with_array_raw(wrapped, names, copied=wrapped is not obj) if names else wrapped
     try:
-        return _encoder.encode(wrapped)
+        try:
+            return _encoder.encode(message)
+        except _LargeBuffer:
+            return _encode_spliced(message)
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
         raise _encode_error(wrapped, transport, exc) from None
+
+
+# Below this many elements a List[array] goes through enc_hook one by one (cheaper than
+# the copy of the struct the batched path needs).
+ARRAY_LIST_MIN = 8
+
+
+def _with_array_raw(obj: Any, names: tuple[str, ...], copied: bool) -> Any:
+    """obj, or a shallow copy whose long List[array] fields hold their msgpack encoding
+    (msgspec.Raw), built in one batched pass: the same bytes, no Python call per element."""
+    out = obj
+    for name in names:
+        values = getattr(obj, name)
+        if type(values) is list and len(values) >= ARRAY_LIST_MIN:
+            raw = ext.array_list_raw(values)
+            if raw is not None:
+                if out is obj and not copied:
+                    out = copy.copy(obj)
+                msgspec.structs.force_setattr(out, name, raw)
+    return out
+
+
+# Placeholder payload for a spliced buffer: 12 random bytes + a 4-byte index (fixext 16).
+_SPLICE_MARK = os.urandom(12)
+_EXT32_MIN = 1 << 16
+
+
+def _encode_spliced(message: Any) -> bytes:
+    """Encode a message holding large tensors/ndarrays with one copy of their bytes: msgspec
+    encodes a 16-byte placeholder ext, then the placeholders are replaced by the real ext
+    (header + metadata + raw bytes) while joining the output. Same bytes as the plain path."""
+    buffers: list[tuple[bytes, int, bytes, memoryview]] = []
+
+    def hook(obj: Any) -> Any:
+        if type(obj) is not array.array and isinstance(obj, (torch.Tensor, np.ndarray)) \
+                and _nbytes(obj) >= SPLICE_THRESHOLD:
+            parts = ext.buffer_parts(obj)
+            if parts is not None:
+                code, header, raw = parts
+                mark = _SPLICE_MARK + len(buffers).to_bytes(4, "big")
+                buffers.append((mark, code, header, raw))
+                return msgspec.msgpack.Ext(code, mark)
+        return ext.enc_hook(obj)
+
+    head = msgspec.msgpack.Encoder(enc_hook=hook).encode(message)
+    pieces: list[Any] = []
+    pos = 0
+    for mark, code, header, raw in buffers:
+        token = bytes((0xD8, code)) + mark  # how msgspec writes a 16-byte ext
+        at = head.find(token, pos)
+        size = len(header) + raw.nbytes
+        if at < 0 or head.find(token, at + 1) >= 0 or not _EXT32_MIN <= size < 1 << 32:
+            return _plain_encoder.encode(message)  # marker collision or odd size: the plain path
+        pieces += (head[pos:at], b"\xc9", size.to_bytes(4, "big"), bytes((code,)), header, raw)
+        pos = at + len(token)
+    pieces.append(head[pos:])
+    return b"".join(pieces)
 
 
 def _encode_error(obj: Any, transport: str, exc: Exception) -> WireError:
@@ -276,7 +489,8 @@ def decode(
     """Decode one message. With unwrap_wrappers (the default) every PickleWrapper is
     opened, so a receive path never hands a wrapper downstream; for msgpack that
     needs allow_pickle=True (a trusted peer), else the message is refused."""
-    transport = _check_transport(transport)
+    if transport not in _TRANSPORT_SET:
+        transport = _check_transport(transport)
     if transport == "pickle":
         # The pickle transport is for trusted peers only, by definition (spec: security).
         try:
@@ -284,9 +498,25 @@ def decode(
         except Exception as exc:
             raise WireError("pickle", f"{type(exc).__name__}: {exc}") from None
     else:
-        obj = _decode_msgpack(data, _catalogue.decoder)
+        decoder = _catalogue.decoder
+        obj = _MISS
+        if 0 < len(data) < FAST_DECODE_MIN and data[0] not in _STR_MARKERS:
+            try:  # the common small message: straight to msgspec
+                obj = decoder.decode(data)
+            except Exception:  # noqa: BLE001 - the full path below redoes it and reports properly
+                pass
+        if obj is _MISS:
+            obj = _decode_msgpack(data, decoder)
     if unwrap_wrappers:
-        obj = unwrap(obj, allow_pickle=allow_pickle, transport=transport, trusted_globals=trusted_globals)
+        cls = type(obj)
+        getter = _opaque_getters.get(cls) or _opaque_getter(cls)
+        if getter is _NO_OPAQUE:
+            if cls is PickleWrapper:
+                obj = unwrap(obj, allow_pickle=allow_pickle, transport=transport, trusted_globals=trusted_globals)
+        else:
+            values = getter(obj)
+            if values.count(None) != len(values):
+                obj = unwrap(obj, allow_pickle=allow_pickle, transport=transport, trusted_globals=trusted_globals)
     return obj
 
 
@@ -296,6 +526,10 @@ def _decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder) -> Any:
             return _str_decoder.decode(data)
         except msgspec.DecodeError as exc:
             raise WireError("msgpack", str(exc)) from None
+    if len(data) >= FAST_DECODE_MIN and decoder is _catalogue.decoder and _catalogue.fast_decoder is not None:
+        obj = _fast_decode(data)
+        if obj is not _MISS:
+            return obj
     try:
         return decoder.decode(data)
     except msgspec.ValidationError as exc:
@@ -309,6 +543,35 @@ def _decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder) -> Any:
         raise WireError("msgpack", exc.reason, struct=struct) from None
     except (msgspec.DecodeError, TypeError, ValueError, OverflowError, RecursionError) as exc:
         raise WireError("msgpack", f"{type(exc).__name__}: {exc}", struct=_peek_struct(data)[0]) from None
+
+
+# Messages at least this long try the fast decoder first (it pays off from a few arrays).
+FAST_DECODE_MIN = 1024
+_MISS = object()
+
+
+def _fast_decode(data: Any) -> Any:
+    """Decode with the catalogue's fast decoder; a List[array] field arrives as List[Ext] and
+    becomes arrays in one batched pass. _MISS when anything is unusual (a decode error, an
+    ext that is not a plain array): the caller then takes the plain path, errors included."""
+    catalogue = _catalogue
+    try:
+        obj = catalogue.fast_decoder.decode(data)
+    except Exception:
+        return _MISS
+    twin = catalogue.shadows.get(type(obj))
+    if twin is None:
+        return obj
+    real, names = twin
+    values = msgspec.structs.asdict(obj)
+    for name in names:
+        exts = values[name]
+        if exts is not None:
+            arrays = ext.arrays_from_exts(exts)
+            if arrays is None:
+                return _MISS
+            values[name] = arrays
+    return real(**values)
 
 
 def _unknown_tag(exc: Exception) -> bool:
@@ -409,8 +672,10 @@ def encode_frames(obj: Any, transport: Optional[str] = None, *, threshold: int =
     _check_top_level(obj, transport)
     collector = _FrameCollector(threshold)
     wrapped = wrap_fields(obj)
+    names = _array_list_fields(type(obj)) if isinstance(obj, msgspec.Struct) else ()
+    message = _with_array_raw(wrapped, names, copied=wrapped is not obj) if names else wrapped
     try:
-        head = msgspec.msgpack.Encoder(enc_hook=collector).encode(wrapped)
+        head = msgspec.msgpack.Encoder(enc_hook=collector).encode(message)
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
         raise _encode_error(wrapped, transport, exc) from None
     return [head, *collector.frames]

@@ -12,6 +12,8 @@ from __future__ import annotations
 import array
 import math
 import struct
+from itertools import repeat
+from operator import attrgetter, getitem
 from typing import Any, Callable, Optional, Sequence
 
 import msgspec
@@ -34,13 +36,111 @@ _encode_meta = msgspec.msgpack.Encoder().encode
 _decode_meta = msgspec.msgpack.Decoder().decode
 
 
-def pack_buffer(code: int, metadata: Any, raw: memoryview) -> msgspec.msgpack.Ext:
+def pack_buffer(code: int, metadata: Any, raw: Any) -> msgspec.msgpack.Ext:
     meta = _encode_meta(metadata)
-    payload = bytearray(_META_LEN.size + len(meta) + raw.nbytes)
-    _META_LEN.pack_into(payload, 0, len(meta))
-    payload[_META_LEN.size : _META_LEN.size + len(meta)] = meta
-    payload[_META_LEN.size + len(meta) :] = raw
-    return msgspec.msgpack.Ext(code, payload)
+    # One pass over the raw bytes (join allocates uninitialised memory and copies once).
+    return msgspec.msgpack.Ext(code, b"".join((_META_LEN.pack(len(meta)), meta, raw)))
+
+
+def buffer_header(metadata: Any) -> bytes:
+    """The bytes a buffer ext payload starts with: metadata length + msgpack metadata."""
+    meta = _encode_meta(metadata)
+    return _META_LEN.pack(len(meta)) + meta
+
+
+# array.array payload prefix per typecode (metadata = the typecode, a 1-char msgpack str).
+_ARRAY_HEADERS = {tc: buffer_header(tc) for tc in array.typecodes}
+_HEADER_TYPECODES = {h: tc for tc, h in _ARRAY_HEADERS.items()}
+_ARRAY_HEADER_LEN = len(_ARRAY_HEADERS["q"])
+_typecode = attrgetter("typecode")
+_ext_code = attrgetter("code")
+_ext_data = attrgetter("data")
+_TAIL = slice(_ARRAY_HEADER_LEN, None)
+
+
+# -- batched List[array] (performance only; the bytes are those msgspec writes per element) --
+def ext_header(code: int, size: int) -> bytes:
+    """The msgpack ext header msgspec writes for a payload of `size` bytes."""
+    if size in _FIXEXT:
+        return bytes((_FIXEXT[size], code))
+    if size < 1 << 8:
+        return bytes((0xC7, size, code))
+    if size < 1 << 16:
+        return b"\xc8" + size.to_bytes(2, "big") + bytes((code,))
+    return b"\xc9" + size.to_bytes(4, "big") + bytes((code,))
+
+
+def array_header(length: int) -> bytes:
+    """The msgpack header of an array (list) of `length` items."""
+    if length < 16:
+        return bytes((0x90 | length,))
+    if length < 1 << 16:
+        return b"\xdc" + length.to_bytes(2, "big")
+    return b"\xdd" + length.to_bytes(4, "big")
+
+
+_FIXEXT = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}
+
+
+class _ArrayPrefixes(dict):
+    """item count -> ext header + payload header of an array.array of one typecode."""
+
+    def __init__(self, typecode: str) -> None:
+        super().__init__()
+        self.header = _ARRAY_HEADERS[typecode]
+        self.itemsize = array.array(typecode).itemsize
+
+    def __missing__(self, count: int) -> bytes:
+        size = len(self.header) + count * self.itemsize
+        if size >= 1 << 32:
+            raise OverflowError("array too large for a msgpack ext")
+        if len(self) > 1 << 16:
+            self.clear()
+        prefix = self[count] = ext_header(EXT_ARRAY, size) + self.header
+        return prefix
+
+
+_PREFIXES = {tc: _ArrayPrefixes(tc) for tc in array.typecodes}
+
+
+def array_list_raw(values: list) -> Optional[msgspec.Raw]:
+    """A list of plain array.array of one typecode, pre-encoded: the exact bytes msgspec
+    would write calling enc_hook per element, built without a Python call per element.
+    None when the list is anything else (the caller then takes the per-element path)."""
+    if set(map(type, values)) != {array.array}:
+        return None
+    typecodes = set(map(_typecode, values))
+    if len(typecodes) != 1:
+        return None
+    prefixes = _PREFIXES[typecodes.pop()]
+    try:
+        heads = list(map(prefixes.__getitem__, map(len, values)))
+    except OverflowError:
+        return None
+    parts: list[Any] = [None] * (2 * len(values) + 1)
+    parts[0] = array_header(len(values))
+    parts[1::2] = heads
+    parts[2::2] = values
+    return msgspec.Raw(b"".join(parts))
+
+
+def arrays_from_exts(exts: list) -> Optional[list]:
+    """The inverse of array_exts for a decoded List[Ext]: the arrays restore_array would
+    give, or None when anything differs from the common case (the caller then decodes
+    the message the ordinary way, which also produces the ordinary errors)."""
+    if not exts:
+        return []
+    if set(map(_ext_code, exts)) != {EXT_ARRAY}:
+        return None
+    datas = list(map(_ext_data, exts))
+    head = datas[0][:_ARRAY_HEADER_LEN]
+    typecode = _HEADER_TYPECODES.get(head)
+    if typecode is None or not all(map(bytes.startswith, datas, repeat(head))):
+        return None
+    try:
+        return list(map(array.array, repeat(typecode), map(getitem, datas, repeat(_TAIL))))
+    except ValueError:  # a payload that is not a whole number of items
+        return None
 
 
 def unpack_buffer(data: memoryview, what: str) -> tuple[Any, memoryview]:
@@ -64,28 +164,59 @@ def tensor_bytes(tensor: torch.Tensor) -> tuple[torch.Tensor, memoryview]:
         raise WireError("msgpack", f"cannot send a {tensor.layout} tensor; only dense tensors", direction="encode")
     if tensor.is_meta:
         raise WireError("msgpack", "cannot send a meta tensor: it has no data", direction="encode")
-    # Lazy conjugate/negative views must be materialized before their bits are read.
-    cpu = tensor.detach().resolve_conj().resolve_neg().to("cpu").contiguous()
+    if tensor.is_cpu and not tensor.requires_grad and not tensor.is_conj() and not tensor.is_neg():
+        cpu = tensor.contiguous()  # the common case: nothing to detach, resolve or move
+    else:
+        # Lazy conjugate/negative views must be materialized before their bits are read.
+        cpu = tensor.detach().resolve_conj().resolve_neg().to("cpu").contiguous()
+    if cpu.dtype in _NUMPY_DTYPES and cpu.dim() and cpu.numel():
+        return cpu, memoryview(cpu.numpy()).cast("B")
     flat = cpu.reshape(-1)
     if flat.dtype is not torch.uint8:
         flat = flat.view(torch.uint8)
     return cpu, memoryview(flat.numpy()).cast("B")
 
 
+# dtypes whose numpy view casts straight to bytes (the uint8 reinterpretation is then skipped).
+_NUMPY_DTYPES = frozenset({torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16,
+                           torch.int8, torch.uint8, torch.bool})
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+_DTYPES_BY_NAME: dict[str, torch.dtype] = {}
+
+
 def tensor_metadata(tensor: torch.Tensor) -> tuple[list[int], str, str]:
-    return list(tensor.shape), str(tensor.dtype).removeprefix("torch."), str(tensor.device)
+    dtype = tensor.dtype
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return list(tensor.shape), name, "cpu" if tensor.is_cpu else str(tensor.device)
 
 
 def _checked_shape(shape: Any, what: str) -> tuple[int, ...]:
+    if type(shape) is list:  # the common cases, checked without a Python loop
+        if len(shape) == 1:
+            if type(shape[0]) is int and shape[0] >= 0:
+                return (shape[0],)
+        elif set(map(type, shape)) <= _INT_ONLY and min(shape, default=0) >= 0:
+            return tuple(shape)
     if not isinstance(shape, (list, tuple)) or not all(type(d) is int and d >= 0 for d in shape):
         raise WireError("msgpack", f"{what} shape {shape!r} is not a list of non-negative ints")
     return tuple(shape)
 
 
+_INT_ONLY = frozenset({int})
+
+
 def torch_dtype(name: Any) -> torch.dtype:
+    if type(name) is str:
+        known = _DTYPES_BY_NAME.get(name)
+        if known is not None:
+            return known
     dtype = getattr(torch, name, None) if isinstance(name, str) else None
     if not isinstance(dtype, torch.dtype):
         raise WireError("msgpack", f"tensor dtype {name!r} is not a torch dtype")
+    if type(name) is str:
+        _DTYPES_BY_NAME[name] = dtype
     return dtype
 
 
@@ -102,8 +233,10 @@ def restore_tensor(metadata: Any, raw: Any) -> torch.Tensor:
         tensor = torch.empty(shape, dtype=dtype)
     else:
         # bytearray: the tensor owns writable memory independent of the socket buffer.
-        tensor = torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
-    return _to_device(tensor, device)
+        tensor = torch.frombuffer(bytearray(raw), dtype=dtype)
+        if len(shape) != 1:  # frombuffer is already 1-d with the right length
+            tensor = tensor.reshape(shape)
+    return tensor if device == "cpu" else _to_device(tensor, device)
 
 
 def _to_device(tensor: torch.Tensor, device: Any) -> torch.Tensor:
@@ -146,13 +279,13 @@ def restore_array(typecode: Any, raw: memoryview) -> array.array:
 
 
 # -- hooks ------------------------------------------------------------------
-def enc_hook(obj: Any) -> Any:
+def buffer_parts(obj: Any) -> Optional[tuple[int, bytes, memoryview]]:
+    """(ext code, payload header, raw bytes) of a tensor or ndarray, None for other objects.
+    The ext payload is header + raw; raw is a view (it keeps the data alive)."""
     if isinstance(obj, torch.Tensor):
         meta = tensor_metadata(obj)
         _, raw = tensor_bytes(obj)
-        return pack_buffer(EXT_TORCH_TENSOR, meta, raw)
-    if isinstance(obj, array.array):
-        return pack_buffer(EXT_ARRAY, obj.typecode, memoryview(obj).cast("B"))
+        return EXT_TORCH_TENSOR, buffer_header(meta), raw
     if isinstance(obj, np.ndarray):
         if obj.dtype.hasobject:
             raise TypeError("numpy arrays of Python objects cannot travel as msgpack")
@@ -160,7 +293,19 @@ def enc_hook(obj: Any) -> Any:
             raise TypeError(f"structured numpy dtype {obj.dtype} cannot travel as msgpack (its fields would be lost)")
         # Not np.ascontiguousarray: it turns a 0-d array into shape (1,).
         arr = obj if obj.flags.c_contiguous else obj.copy(order="C")
-        return pack_buffer(EXT_NUMPY_ARRAY, [list(arr.shape), arr.dtype.str], memoryview(arr.reshape(-1).view(np.uint8)))
+        return EXT_NUMPY_ARRAY, buffer_header([list(arr.shape), arr.dtype.str]), memoryview(arr.reshape(-1).view(np.uint8))
+    return None
+
+
+def enc_hook(obj: Any) -> Any:
+    if type(obj) is array.array:  # the commonest case first (token ids)
+        return msgspec.msgpack.Ext(EXT_ARRAY, _ARRAY_HEADERS[obj.typecode] + obj)
+    parts = buffer_parts(obj)
+    if parts is not None:
+        code, header, raw = parts
+        return msgspec.msgpack.Ext(code, b"".join((header, raw)))
+    if isinstance(obj, array.array):
+        return msgspec.msgpack.Ext(EXT_ARRAY, _ARRAY_HEADERS[obj.typecode] + memoryview(obj).cast("B"))
     if isinstance(obj, np.generic) and not isinstance(obj, np.void):
         return obj.item()
     raise TypeError(
@@ -181,6 +326,14 @@ def make_ext_hook(oob_frames: Optional[Callable[[], Optional[OobFrames]]] = None
     """ext_hook for a decoder; oob_frames() gives the frames of the message being decoded."""
 
     def ext_hook(code: int, data: memoryview) -> Any:
+        if code == EXT_ARRAY:  # fast path for the common case; anything odd takes the checked path
+            raw = data.tobytes()
+            typecode = _HEADER_TYPECODES.get(raw[:_ARRAY_HEADER_LEN])
+            if typecode is not None:
+                try:
+                    return array.array(typecode, raw[_ARRAY_HEADER_LEN:])
+                except ValueError:
+                    pass
         if code == EXT_TORCH_TENSOR:
             return restore_tensor(*unpack_buffer(data, "tensor"))
         if code == EXT_ARRAY:
