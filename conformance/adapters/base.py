@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:
     from ..manifest import Manifest
+
+#: obj (in-process form: PickleWrapper-typed fields hold their objects), transport -> what the
+#: receive path hands downstream.
+ReceivePath = Callable[[Any, str], Any]
 
 
 class Adapter:
@@ -62,6 +67,27 @@ class Adapter:
     def validate_http(self, struct: str, json_text: str) -> Any:
         """HTTP JSON -> struct through the implementation's pydantic bridge (optional)."""
         raise NotImplementedError
+
+    # -- optional capabilities of a serving engine (checks skip without them) ----------
+    def receive_paths(self) -> Mapping[str, ReceivePath]:
+        """The engine's real receive paths, by name (optional; checks ``ReceivePath``). Each
+        function sends obj through that path over real sockets under the transport and returns
+        what the path hands downstream. The suite checks "controller" (the data-parallel
+        controller: receive, unwrap, dispatch) and "scheduler" (a scheduler rank's receive path
+        after the controller's broadcast); see spec/SPEC.md R-PW-3, R-DP-2."""
+        raise NotImplementedError(f"{self.label} does not expose its receive paths")
+
+    def opaque_value(self, struct: str, field: str) -> Any:
+        """An object of the kind this implementation keeps in the PickleWrapper-typed field
+        (e.g. its time stats): what the receive-path checks send, so the sender must wrap it."""
+        return {"created": 1.5, "struct": struct, "field": field}
+
+    def launch_server(self, transport: str, dp_size: int, workdir: Path) -> Any:
+        """Start a server of this implementation with its IPC tap on (optional; checks ``E2E``).
+        Returns it started and healthy, with the interface of conformance.e2e.ServerProcess
+        (url, info, tap_dir, trace_dir, stop(), kill(), log_text()); raises, leaving nothing
+        running, when it does not come up. The suite always stops it."""
+        raise NotImplementedError(f"{self.label} cannot launch a server")
 
     @property
     def label(self) -> str:

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+from functools import partial
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .base import Adapter
+from .base import Adapter, ReceivePath
+
+#: Scheduler ranks behind the controller in the receive-path checks: a broadcast reaches several.
+RECEIVE_PATH_DP_SIZE = 2
+TRACE_CARRIER = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 
 
 class ReferenceAdapter(Adapter):
     name = "reference"
 
-    def __init__(self) -> None:
+    def __init__(self, *, engine_debug_skip_unwrap: Sequence[str] = ()) -> None:
+        """engine_debug_skip_unwrap: test hook only (EngineConfig.debug_skip_unwrap): these engine
+        processes' receive paths skip the PickleWrapper unwrap, in the receive-path checks and
+        in launched servers, to show that the checks catch it."""
         import reference_impl
         from reference_impl import codec, io_struct
 
@@ -18,6 +27,7 @@ class ReferenceAdapter(Adapter):
         self._module = io_struct
         self.version = getattr(reference_impl, "__version__", "0.1.0")
         self._extracted: Any = None
+        self.engine_debug_skip_unwrap = tuple(engine_debug_skip_unwrap)
 
     def _extract(self) -> Any:
         from ..manifest.extract import extract_with_classes
@@ -73,3 +83,48 @@ class ReferenceAdapter(Adapter):
 
     def manifest_id(self) -> str:
         return self._module.MANIFEST_ID
+
+    # -- the serving engine (reference_impl/engine) ----------------------------------
+    def receive_paths(self) -> Mapping[str, ReceivePath]:
+        return {"controller": partial(self._through, "controller"), "scheduler": partial(self._through, "scheduler")}
+
+    def _through(self, path: str, obj: Any, transport: str) -> Any:
+        """The engine's own controller and scheduler receive paths over real sockets
+        (reference_impl/engine/receive_paths.py), a fresh set per message."""
+        from reference_impl.engine.receive_paths import ReceivePathRig
+
+        from ..compare import differences
+
+        with ReceivePathRig(transport, dp_size=RECEIVE_PATH_DP_SIZE,
+                            debug_skip_unwrap=self.engine_debug_skip_unwrap) as rig:
+            if path == "controller":
+                return rig.through_controller(obj)
+            ranks = rig.through_scheduler(obj)
+        from reference_impl.engine.tap import find_wrappers
+
+        for rank, value in enumerate(ranks):
+            left = find_wrappers(value)
+            if left:
+                raise AssertionError(f"scheduler_{rank}'s receive path handed {type(obj).__name__} downstream with a "
+                                     f"PickleWrapper at {', '.join(left)} after the broadcast: it did not unwrap "
+                                     "(SPEC R-PW-3)")
+        for rank, other in enumerate(ranks[1:], 1):
+            diffs = differences(ranks[0], other)
+            if diffs:
+                raise AssertionError(f"after one broadcast, scheduler_{rank} handed on another {type(obj).__name__} "
+                                     f"than scheduler_0: " + "; ".join(diffs[:5]))
+        return ranks[0]
+
+    def opaque_value(self, struct: str, field: str) -> Any:
+        if field != "time_stats":
+            return super().opaque_value(struct, field)
+        from reference_impl.engine.tracing import ReqTimeStats
+
+        return ReqTimeStats(rid=f"{struct}-receive-path", stamps={"tokenizer_recv": 1.5},
+                            trace_carrier=dict(TRACE_CARRIER), external_trace_header=dict(TRACE_CARRIER))
+
+    def launch_server(self, transport: str, dp_size: int, workdir: Path) -> Any:
+        from ..e2e.harness import ServerProcess
+
+        skip = [arg for process in self.engine_debug_skip_unwrap for arg in ("--debug-skip-unwrap", process)]
+        return ServerProcess(Path(workdir), transport, dp_size, extra_args=tuple(skip)).start()

@@ -2,6 +2,8 @@
 
     tokenizer manager --TokenizedGenerateReqInput / TokenizedEmbeddingReqInput--> controller
         --> one scheduler (routed_dp_rank if given, else round robin)
+    tokenizer manager --BatchTokenizedGenerateReqInput / BatchTokenizedEmbeddingReqInput--> controller
+        --> one scheduler, the batch whole (the routed_dp_rank its requests agree on, else round robin)
     tokenizer manager --AbortReq / FlushCacheReqInput / UpdateWeightsFromTensorReqInput--> controller
         --> every scheduler
     controller --AbortReq (routing errors)--> tokenizer manager
@@ -11,6 +13,11 @@ a trace span), so its receive path must unwrap PickleWrapper fields: upstream's
 controller first forgot to, and under msgpack it then handled a wrapper instead
 of the time stats. ``unwrap_on_receive`` is that step; EngineConfig.debug_skip_unwrap
 =("controller",) disables it, to show that the conformance checks catch the bug.
+
+One loop iteration is ``step``: ``receive`` (the receive path: decode, unwrap, tap)
+then ``handle`` (dispatch; a failure answers the request's rids with an AbortReq).
+The conformance suite drives these same methods over real sockets
+(``receive_paths.ReceivePathRig``, checks ``Required.ReceivePath.*``).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ import zmq
 from reference_impl import codec
 from reference_impl.io_struct import (
     AbortReq,
+    BatchTokenizedEmbeddingReqInput,
+    BatchTokenizedGenerateReqInput,
     FlushCacheReqInput,
     TokenizedEmbeddingReqInput,
     TokenizedGenerateReqInput,
@@ -39,6 +48,7 @@ from .tracing import Tracing
 logger = logging.getLogger(__name__)
 
 ROUTED = (TokenizedGenerateReqInput, TokenizedEmbeddingReqInput)
+ROUTED_BATCHES = (BatchTokenizedGenerateReqInput, BatchTokenizedEmbeddingReqInput)
 BROADCAST = (AbortReq, FlushCacheReqInput, UpdateWeightsFromTensorReqInput)
 
 
@@ -63,45 +73,79 @@ class DataParallelController:
 
     def event_loop(self) -> None:
         while True:
-            try:
-                obj = self.receiver.recv(timeout_ms=1000)
-            except Exception:
-                logger.exception("controller: undecodable message dropped")
-                continue
-            if obj is None:
-                continue
-            try:
-                self.dispatch(obj)
-            except Exception as exc:
-                logger.exception("controller: failed to dispatch %s", type(obj).__name__)
-                rid = getattr(obj, "rid", None)
-                if rid is not None:
-                    self.to_tokenizer.send(AbortReq(rid=rid, finished_reason={
-                        "type": "abort", "message": f"controller: {type(exc).__name__}: {exc}", "status_code": 500}))
+            self.step(timeout_ms=1000)
+
+    def step(self, timeout_ms: int) -> Any:
+        """One message: receive it, dispatch it. Returns what the receive path handed on (or None)."""
+        obj = self.receive(timeout_ms)
+        if obj is not None:
+            self.handle(obj)
+        return obj
+
+    def receive(self, timeout_ms: int) -> Any:
+        """The receive path: one message decoded and unwrapped, or None (nothing came, or undecodable)."""
+        try:
+            return self.receiver.recv(timeout_ms=timeout_ms)
+        except Exception:
+            logger.exception("controller: undecodable message dropped")
+            return None
+
+    def handle(self, obj: Any) -> None:
+        """Dispatch one received message; if that fails, every request it carries gets an AbortReq."""
+        try:
+            self.dispatch(obj)
+        except Exception as exc:
+            logger.exception("controller: failed to dispatch %s", type(obj).__name__)
+            rids = [obj.rid] if getattr(obj, "rid", None) is not None else list(getattr(obj, "rids", None) or [])
+            for rid in rids:
+                self.to_tokenizer.send(AbortReq(rid=rid, finished_reason={
+                    "type": "abort", "message": f"controller: {type(exc).__name__}: {exc}", "status_code": 500}))
 
     def choose_rank(self, obj: Any) -> int:
-        if obj.routed_dp_rank is not None:
-            if not 0 <= obj.routed_dp_rank < len(self.workers):
-                raise ValueError(f"routed_dp_rank {obj.routed_dp_rank} is not in [0, {len(self.workers)})")
-            return obj.routed_dp_rank
+        return self._rank(obj.routed_dp_rank)
+
+    def choose_batch_rank(self, obj: Any) -> int:
+        """A batch goes whole to one rank: the routed_dp_rank its requests agree on, else round robin."""
+        named = {req.routed_dp_rank for req in obj.batch if req.routed_dp_rank is not None}
+        if len(named) > 1:
+            raise ValueError(f"the requests of one batch name different routed_dp_ranks {sorted(named)}")
+        return self._rank(named.pop() if named else None)
+
+    def _rank(self, routed: Any) -> int:
+        if routed is not None:
+            if not 0 <= routed < len(self.workers):
+                raise ValueError(f"routed_dp_rank {routed} is not in [0, {len(self.workers)})")
+            return routed
         rank = self.next_rank
         self.next_rank = (self.next_rank + 1) % len(self.workers)
         return rank
 
+    def _stamp(self, req: Any, rank: int) -> None:
+        stats = req.time_stats
+        if stats is not None:
+            stats.mark("controller_dispatch")  # a PickleWrapper here means the unwrap was skipped
+        with self.tracing.step("controller.dispatch", stats, rid=req.rid, dp_rank=rank):
+            pass
+
     def dispatch(self, obj: Any) -> None:
         if isinstance(obj, ROUTED):
             rank = self.choose_rank(obj)
-            stats = obj.time_stats
-            if stats is not None:
-                stats.mark("controller_dispatch")  # a PickleWrapper here means the unwrap was skipped
-            with self.tracing.step("controller.dispatch", stats, rid=obj.rid, dp_rank=rank):
-                pass
+            self._stamp(obj, rank)
+            self.workers[rank].send(obj)
+        elif isinstance(obj, ROUTED_BATCHES):
+            rank = self.choose_batch_rank(obj)
+            for req in obj.batch:
+                self._stamp(req, rank)
             self.workers[rank].send(obj)
         elif isinstance(obj, BROADCAST):
-            for worker in self.workers:
-                worker.send(obj)
+            self.broadcast(obj)
         else:
             raise TypeError(f"the controller does not route {type(obj).__name__}")
+
+    def broadcast(self, obj: Any) -> None:
+        """The same message to every scheduler rank (each re-encodes: wrappers wrapped again)."""
+        for worker in self.workers:
+            worker.send(obj)
 
     def close(self) -> None:
         for sock in (self.receiver, self.to_tokenizer, *self.workers):

@@ -1,7 +1,7 @@
 """The scheduler: one process per data-parallel rank, owning a model replica and its KV cache.
 
-    controller --TokenizedGenerateReqInput / TokenizedEmbeddingReqInput / AbortReq /
-                 FlushCacheReqInput / UpdateWeightsFromTensorReqInput--> scheduler
+    controller --TokenizedGenerateReqInput / TokenizedEmbeddingReqInput (or their Batch* forms) /
+                 AbortReq / FlushCacheReqInput / UpdateWeightsFromTensorReqInput--> scheduler
     scheduler --BatchTokenIDOutput / BatchEmbeddingOutput--> detokenizer
     scheduler --FlushCacheReqOutput / UpdateWeightsFromTensorReqOutput / AbortReq (errors)--> tokenizer manager
 
@@ -30,6 +30,8 @@ from reference_impl.io_struct import (
     AbortReq,
     BatchEmbeddingOutput,
     BatchTokenIDOutput,
+    BatchTokenizedEmbeddingReqInput,
+    BatchTokenizedGenerateReqInput,
     FlushCacheReqInput,
     FlushCacheReqOutput,
     SamplingParams,
@@ -118,9 +120,7 @@ class Scheduler:
         self.ctx = zmq.Context()
         self.tap = Tap(config.tap_dir, self.name)
         self.tracing = Tracing(self.name, config.trace_dir)
-        self.receiver = Receiver(self.ctx, ipc.schedulers[dp_rank], link=f"{self.name}<-controller",
-                                 transport=self.transport, tap=self.tap,
-                                 unwrap=choose_unwrap(self.name, config.debug_skip_unwrap))
+        self.receiver = scheduler_receiver(self.ctx, config, ipc, dp_rank, self.tap)
         self.to_detokenizer = Sender(self.ctx, ipc.detokenizer, self.transport)
         self.to_tokenizer = Sender(self.ctx, ipc.tokenizer_manager, self.transport)
         logger.info("%s: model %s on %s, context %d, batch %d", self.name, config.model_path, self.device,
@@ -163,6 +163,10 @@ class Scheduler:
             self.add_request(obj)
         elif isinstance(obj, TokenizedEmbeddingReqInput):
             self.run_embedding(obj)
+        elif isinstance(obj, BatchTokenizedGenerateReqInput):
+            self._each(obj.batch, self.add_request)
+        elif isinstance(obj, BatchTokenizedEmbeddingReqInput):
+            self._each(obj.batch, self.run_embedding)
         elif isinstance(obj, AbortReq):
             self.abort(obj)
         elif isinstance(obj, FlushCacheReqInput):
@@ -171,6 +175,15 @@ class Scheduler:
             self.to_tokenizer.send(self.update_weights(obj))
         else:
             raise TypeError(f"{self.name} does not handle {type(obj).__name__}")
+
+    def _each(self, batch: list, run: Any) -> None:
+        """A batch form: each request on its own, so one bad request fails only itself."""
+        for req in batch:
+            try:
+                run(req)
+            except Exception as exc:
+                logger.exception("%s: failed to handle %s of a batch", self.name, type(req).__name__)
+                self.report_error(req.rid, f"{type(exc).__name__}: {exc}")
 
     def report_error(self, rid: Optional[str], message: str, status_code: int = 500) -> None:
         """An error for one request goes straight to the tokenizer manager (as upstream: an AbortReq)."""
@@ -493,6 +506,14 @@ class Scheduler:
         self.ctx.term()
         self.tap.close()
         self.tracing.shutdown()
+
+
+def scheduler_receiver(ctx: zmq.Context, config: EngineConfig, ipc: IpcNames, dp_rank: int, tap: Tap) -> Receiver:
+    """A scheduler rank's receive path (what the controller's route and broadcast arrive on):
+    decode, then this process's unwrap (EngineConfig.debug_skip_unwrap can name scheduler_<rank>)."""
+    name = scheduler_name(dp_rank)
+    return Receiver(ctx, ipc.schedulers[dp_rank], link=f"{name}<-controller", transport=config.transport, tap=tap,
+                    unwrap=choose_unwrap(name, config.debug_skip_unwrap))
 
 
 def run_scheduler_process(config: EngineConfig, ipc: IpcNames, dp_rank: int, ready: Connection) -> None:

@@ -1,0 +1,87 @@
+"""Real receive paths (issue #8; SPEC R-PW-3, R-DP-2, R-DP-3; defect class 2).
+
+A message sent through the implementation's own data-parallel controller (receive, unwrap,
+dispatch) and through a scheduler rank's receive path after the controller's broadcast arrives
+with no PickleWrapper left and equal to what was sent. Unlike ``Unwrap.NoWrapperLeft`` (the
+adapter's unwrap function), these run the engine's code over real sockets, through the adapter
+capability ``receive_paths()``; implementations without it skip.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import msgspec
+import pytest
+
+from conformance.compare import differences
+from conformance.plugin import check
+from conformance.suite.test_mission import _no_wrapper_left, _wrapper_fields
+
+#: What the tokenizer manager sends the data-parallel controller: tokenized requests (single and
+#: batch forms; they carry time stats) are routed to one rank, control messages broadcast.
+CARRIED = ("TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput", "BatchTokenizedGenerateReqInput",
+           "BatchTokenizedEmbeddingReqInput", "AbortReq", "FlushCacheReqInput", "UpdateWeightsFromTensorReqInput")
+
+
+def _carried(ipc) -> list[str]:
+    return [name for name in CARRIED if name in ipc.message_names]
+
+
+def _path(ipc, name: str) -> Any:
+    try:
+        paths = ipc.adapter.receive_paths()
+    except NotImplementedError as exc:
+        pytest.skip(f"{ipc.adapter.label} offers no receive_paths() ({exc}): its real receive paths are "
+                    "not reachable in-process, so only Unwrap.NoWrapperLeft (its unwrap function) is checked")
+    if name not in paths:
+        pytest.skip(f"{ipc.adapter.label} has no {name!r} receive path (it offers {sorted(paths)})")
+    return paths[name]
+
+
+def _sendable(ipc, value: Any) -> Any:
+    """The canonical instance as a process holds it before sending: every PickleWrapper-typed field
+    holds the implementation's own object (so the sender has to wrap it), and a request names
+    routed_dp_rank 0, a rank every deployment has (the canonical 36 would be refused, R-DP-5)."""
+    spec = ipc.manifest.structs.get(type(value).__name__) if isinstance(value, msgspec.Struct) else None
+    if spec is not None:
+        opaque = set(_wrapper_fields(spec))
+        for field in spec.fields:
+            if field.name in opaque:
+                setattr(value, field.name, ipc.adapter.opaque_value(spec.name, field.name))
+            elif field.name == "routed_dp_rank":
+                setattr(value, field.name, 0)
+            else:
+                _sendable(ipc, getattr(value, field.name))
+    elif isinstance(value, list):
+        for item in value:
+            _sendable(ipc, item)
+    return value
+
+
+def _through(ipc, path: str, struct: str, transport: str) -> None:
+    through = _path(ipc, path)
+    sent = _sendable(ipc, ipc.instance(struct, "typical"))
+    expected = copy.deepcopy(sent)
+    got = through(sent, transport)
+    left = _no_wrapper_left(got)
+    assert not left, (f"the {path} receive path handed {struct} downstream with a PickleWrapper at "
+                      f"{', '.join(left)} ({transport}): it did not unwrap (SPEC R-PW-3)")
+    diffs = differences(expected, got)
+    assert not diffs, (f"{struct} changed on the {path} receive path ({transport}):\n  " + "\n  ".join(diffs[:10]))
+    changed = differences(expected, sent)
+    assert not changed, f"sending {struct} modified the sender's object (SPEC R-PW-1): {changed[:3]}"
+
+
+@check("ReceivePath", per=("struct", "transport"), name="Controller", cases={"struct": _carried})
+def test_receive_path_controller(ipc, struct, transport):
+    """tokenizer manager -> data-parallel controller: what its receive path hands to dispatch
+    (which must then reach the scheduler rank(s), not answer with an error)."""
+    _through(ipc, "controller", struct, transport)
+
+
+@check("ReceivePath", per=("struct", "transport"), name="Scheduler", cases={"struct": _carried})
+def test_receive_path_scheduler(ipc, struct, transport):
+    """controller broadcast -> every scheduler rank: what each rank's receive path hands on."""
+    _through(ipc, "scheduler", struct, transport)

@@ -1,0 +1,141 @@
+"""The engine's receive paths, driven in-process over real ZeroMQ sockets (for the conformance suite).
+
+    rig --Sender (as the tokenizer manager)--> controller.receive --> controller.handle
+            (decode, unwrap_on_receive)          (dispatch: route one rank / broadcast to all)
+                                                        |--> scheduler_receiver(rank)  (decode, unwrap)
+                                                        '--> AbortReq errors --> rig (as the tokenizer manager)
+    rig --controller.broadcast--> scheduler_receiver(rank), every rank  (decode, unwrap)
+
+ReceivePathRig builds the real pieces of one engine, without its processes or its model: the
+DataParallelController of controller.py (its receiver, unwrap, dispatch, broadcast and senders)
+and each rank's scheduler receive path (scheduler.scheduler_receiver), bound in a private IPC
+directory, with the same EngineConfig (transport, dp_size, debug_skip_unwrap) the launcher
+would hand them. Nothing is simulated: the messages cross real sockets, encoded and decoded
+by the engine's own code. Checks ``Required.ReceivePath.*`` (conformance/suite/test_receive_paths.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import time
+from typing import Any, Sequence
+
+import zmq
+
+from .config import TOKENIZER_MANAGER, EngineConfig, IpcNames, scheduler_name
+from .controller import BROADCAST, DataParallelController
+from .ipc import Receiver, Sender
+from .scheduler import scheduler_receiver
+from .tap import Tap, find_wrappers
+
+DEFAULT_TIMEOUT_S = 10.0
+
+
+class ReceivePathError(RuntimeError):
+    """A message did not get through a receive path (dropped, refused, or answered with an error)."""
+
+
+class ReceivePathRig:
+    """One controller and dp_size scheduler receive paths; a context manager (close() frees everything)."""
+
+    def __init__(self, transport: str, *, dp_size: int = 2, debug_skip_unwrap: Sequence[str] = (),
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.config = EngineConfig(transport=transport, dp_size=dp_size, debug_skip_unwrap=tuple(debug_skip_unwrap))
+        self.timeout_ms = int(timeout_s * 1000)
+        self.ipc = IpcNames.create(dp_size)
+        self.ctx = zmq.Context()
+        self.controller: Any = None
+        self.schedulers: list[Receiver] = []
+        self.errors: Any = None
+        self.tokenizer: Any = None
+        try:
+            self.schedulers = [scheduler_receiver(self.ctx, self.config, self.ipc, rank, Tap(None, scheduler_name(rank)))
+                               for rank in range(dp_size)]
+            self.errors = Receiver(self.ctx, self.ipc.tokenizer_manager, link="tokenizer_manager<-engine",
+                                   transport=transport, tap=Tap(None, TOKENIZER_MANAGER))
+            self.controller = DataParallelController(self.config, self.ipc)
+            self.tokenizer = Sender(self.ctx, self.ipc.controller, transport)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> "ReceivePathRig":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- the paths -----------------------------------------------------------------
+    def through_controller(self, obj: Any) -> Any:
+        """Send obj as the tokenizer manager does; the controller receives it (its receive path) and
+        dispatches it. Returns what the receive path handed to dispatch (a snapshot: dispatch then
+        stamps the time stats), after checking the dispatch reached the scheduler rank(s)."""
+        self.tokenizer.send(obj)
+        got = self.controller.receive(self.timeout_ms)
+        if got is None:
+            raise ReceivePathError(f"the controller received no {type(obj).__name__} within {self.timeout_ms} ms "
+                                   "(or dropped it as undecodable: see the log)")
+        handed_on = copy.deepcopy(got)
+        self.controller.handle(got)
+        want = len(self.schedulers) if isinstance(got, BROADCAST) else 1
+        forwarded, errors = self._collect(want)
+        if errors or len(forwarded) < want:
+            what = (f"it answered {', '.join(_abort_message(e) for e in errors)}" if errors
+                    else f"{len(forwarded)} of {want} scheduler rank(s) received it")
+            left = find_wrappers(handed_on)
+            raise ReceivePathError(f"the controller did not dispatch {type(got).__name__}: {what}"
+                                   + (f"; its receive path handed on PickleWrapper at {', '.join(left)}" if left else ""))
+        return handed_on
+
+    def through_scheduler(self, obj: Any) -> list[Any]:
+        """The controller broadcasts obj to every rank; returns what each rank's receive path handed on."""
+        self.controller.broadcast(obj)
+        got = []
+        for rank, receiver in enumerate(self.schedulers):
+            value = receiver.recv(timeout_ms=self.timeout_ms)
+            if value is None:
+                raise ReceivePathError(f"{scheduler_name(rank)} received no {type(obj).__name__} "
+                                       f"within {self.timeout_ms} ms")
+            got.append(value)
+        return got
+
+    def _collect(self, want: int) -> tuple[list[Any], list[Any]]:
+        """Messages that reach the scheduler ranks and errors that reach the tokenizer manager, until
+        `want` forwards (or an error) arrived or the timeout passed."""
+        poller = zmq.Poller()
+        sockets = {r.sock: r for r in (*self.schedulers, self.errors)}
+        for sock in sockets:
+            poller.register(sock, zmq.POLLIN)
+        forwarded: list[Any] = []
+        errors: list[Any] = []
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while len(forwarded) < want and not errors:
+            left_ms = int((deadline - time.monotonic()) * 1000)
+            if left_ms <= 0:
+                break
+            for sock, _ in poller.poll(left_ms):
+                receiver = sockets[sock]
+                value = receiver.recv(timeout_ms=0)
+                if value is not None:
+                    (errors if receiver is self.errors else forwarded).append(value)
+        return forwarded, errors
+
+    def close(self) -> None:
+        if self.controller is not None:
+            self.controller.close()  # its sockets, its context, tap, tracing
+            self.controller = None
+        for sock in (self.tokenizer, self.errors, *self.schedulers):
+            if sock is not None:
+                sock.close()
+        self.tokenizer, self.errors, self.schedulers = None, None, []
+        if self.ctx is not None:
+            self.ctx.term()
+            self.ctx = None
+        shutil.rmtree(self.ipc.ipc_dir, ignore_errors=True)
+
+
+def _abort_message(obj: Any) -> str:
+    reason = getattr(obj, "finished_reason", None)
+    message = reason.get("message") if isinstance(reason, dict) else None
+    return f"{type(obj).__name__}({message or obj!r})"

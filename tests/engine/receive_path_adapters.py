@@ -1,0 +1,12 @@
+"""The reference with a receive path that skips the PickleWrapper unwrap (EngineConfig.debug_skip_unwrap),
+for `ipc-conformance run --impl receive_path_adapters:<name>` (tests/engine on PYTHONPATH)."""
+
+from conformance.adapters.reference import ReferenceAdapter
+
+
+def ControllerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802 - named like the other defect adapters
+    return ReferenceAdapter(engine_debug_skip_unwrap=("controller",))
+
+
+def SchedulerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802
+    return ReferenceAdapter(engine_debug_skip_unwrap=("scheduler_1",))

@@ -1,0 +1,100 @@
+"""The engine's receive paths as the suite drives them (reference_impl/engine/receive_paths.py), and
+proof that the ReceivePath checks fail when a receive path skips the unwrap (issue #8)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from array import array
+from pathlib import Path
+
+import pytest
+
+from reference_impl.engine.receive_paths import ReceivePathError, ReceivePathRig
+from reference_impl.engine.tracing import ReqTimeStats
+from reference_impl.io_struct import (
+    BatchTokenizedGenerateReqInput,
+    FlushCacheReqInput,
+    PickleWrapper,
+    SamplingParams,
+    TokenizedGenerateReqInput,
+)
+
+HERE = Path(__file__).resolve().parent
+ROUTED_WRAPPED = ["TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput", "BatchTokenizedGenerateReqInput",
+                  "BatchTokenizedEmbeddingReqInput"]
+CONTROL = ["AbortReq", "FlushCacheReqInput", "UpdateWeightsFromTensorReqInput"]
+
+
+def _req(rid: str, rank=None) -> TokenizedGenerateReqInput:
+    return TokenizedGenerateReqInput(
+        rid=rid, input_text="hi", input_ids=array("q", [256, 72]), input_embeds=None, mm_inputs=None,
+        token_type_ids=None, sampling_params=SamplingParams(), return_logprob=False, logprob_start_len=-1,
+        top_logprobs_num=0, token_ids_logprob=None, stream=False, routed_dp_rank=rank,
+        time_stats=ReqTimeStats(rid=rid).mark("created"))
+
+
+@pytest.mark.parametrize("transport", ["pickle", "msgpack"])
+def test_controller_routes_a_batch_whole_to_the_rank_its_requests_name(transport):
+    with ReceivePathRig(transport) as rig:
+        batch = BatchTokenizedGenerateReqInput(rids=["a", "b"], batch=[_req("a", 1), _req("b", 1)])
+        got = rig.through_controller(batch)
+        assert [r.rid for r in got.batch] == ["a", "b"]
+        assert all(isinstance(r.time_stats, ReqTimeStats) for r in got.batch)
+
+
+def test_controller_refuses_a_batch_naming_two_ranks_with_an_abort_per_request():
+    with ReceivePathRig("msgpack") as rig:
+        batch = BatchTokenizedGenerateReqInput(rids=["a", "b"], batch=[_req("a", 0), _req("b", 1)])
+        with pytest.raises(ReceivePathError, match="different routed_dp_ranks"):
+            rig.through_controller(batch)
+
+
+def test_broadcast_reaches_every_rank_unwrapped():
+    with ReceivePathRig("msgpack", dp_size=3) as rig:
+        ranks = rig.through_scheduler(_req("x"))
+        assert len(ranks) == 3 and all(isinstance(r.time_stats, ReqTimeStats) for r in ranks)
+        assert rig.through_scheduler(FlushCacheReqInput(rid="f")) == [FlushCacheReqInput(rid="f")] * 3
+
+
+def test_skipped_unwrap_hands_on_the_wrapper():
+    with ReceivePathRig("msgpack", debug_skip_unwrap=("scheduler_0",)) as rig:
+        first, second = rig.through_scheduler(_req("x"))
+        assert isinstance(first.time_stats, PickleWrapper) and isinstance(second.time_stats, ReqTimeStats)
+
+
+def _suite(adapter: str, tmp_path: Path) -> dict[str, str]:
+    report = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", adapter, "--expectations", os.devnull,
+         "--report", str(report), "--", "-k", "ReceivePath"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {r["id"]: r["outcome"] for r in json.loads(report.read_text())["results"]}
+
+
+def _ids(path: str, structs: list[str], transport: str) -> set[str]:
+    return {f"Required.ReceivePath.{s}.{path}.{transport}" for s in structs}
+
+
+@pytest.mark.parametrize("adapter, path", [("receive_path_adapters:ControllerSkipsUnwrap", "Controller"),
+                                           ("receive_path_adapters:SchedulerSkipsUnwrap", "Scheduler")])
+def test_receive_path_checks_fail_when_a_receive_path_skips_the_unwrap(adapter, path, tmp_path):
+    outcome = _suite(adapter, tmp_path)
+    failed = {check for check, result in outcome.items() if result == "failed"}
+    # Exactly the messages that carry time stats, under msgpack (pickle never wraps), on that path.
+    assert failed == _ids(path, ROUTED_WRAPPED, "msgpack")
+    assert len(outcome) == 28 and set(outcome.values()) == {"passed", "failed"}
+
+
+def test_receive_path_checks_pass_on_the_reference(tmp_path):
+    outcome = _suite("reference", tmp_path)
+    assert outcome.keys() == (_ids("Controller", ROUTED_WRAPPED + CONTROL, "msgpack")
+                              | _ids("Controller", ROUTED_WRAPPED + CONTROL, "pickle")
+                              | _ids("Scheduler", ROUTED_WRAPPED + CONTROL, "msgpack")
+                              | _ids("Scheduler", ROUTED_WRAPPED + CONTROL, "pickle"))
+    assert set(outcome.values()) == {"passed"}
