@@ -228,6 +228,9 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("serve_args", nargs=argparse.REMAINDER)
     serve.set_defaults(func=_serve)
     _add_spec_commands(sub)
+    from .bench.cli import add_parser as _add_bench_commands  # light: the benchmarks import on use
+
+    _add_bench_commands(sub)
     return parser
 
 

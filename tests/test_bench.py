@@ -1,0 +1,347 @@
+"""Benchmarks: smoke runs of `ipc-conformance bench codec|serve` on tiny sizes (well-formed
+JSON, tables, PNG), the statistics helpers, and the codec fast paths the benchmark drove -
+each must give exactly the bytes / values / errors of the plain path. No timing assertions."""
+
+from __future__ import annotations
+
+import array
+import json
+import math
+import random
+
+import msgspec
+import numpy as np
+import pytest
+import torch
+
+from conformance.bench import codec_bench as cb
+from conformance.bench import serve_bench as sb
+from conformance.bench.cli import parse_size
+from conformance.bench.timing import Stat, interleaved, paired_ratios, percentile
+from conformance.cli import main as cli_main
+from reference_impl import codec, ext
+from reference_impl import io_struct as S
+from reference_impl.errors import WireError
+
+
+# -- statistics -----------------------------------------------------------------------------
+def test_stat_median_and_quartiles():
+    s = Stat.of([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert (s.median, s.p25, s.p75, s.min, s.n) == (3.0, 2.0, 4.0, 1.0, 5)
+    assert Stat.of([]).n == 0 and math.isnan(Stat.of([]).median)
+    assert percentile([1, 2, 3, 4], 50) == 2.5
+
+
+def test_paired_ratios_and_interleaving_run_every_case_every_rep():
+    calls = {"a": 0, "b": 0}
+
+    def case(name):
+        def fn():
+            calls[name] += 1
+        return fn
+
+    samples = interleaved({"a": case("a"), "b": case("b")}, reps=4, batches={"a": 3, "b": 2}, clock="wall")
+    assert [len(v) for v in samples.values()] == [4, 4]
+    assert calls == {"a": 4 * 3, "b": 4 * 2}
+    assert paired_ratios([2.0, 4.0], [1.0, 2.0]) == [2.0, 2.0]
+
+
+@pytest.mark.parametrize("text, expected", [("64MiB", 64 << 20), ("1 KiB", 1024), ("1048576", 1 << 20),
+                                            ("2g", 2 << 30)])
+def test_parse_size(text, expected):
+    assert parse_size(text) == expected
+
+
+def test_targets_are_statements_with_the_shortfall():
+    stat = {"median": 1.6, "p25": 1.5, "p75": 1.7}
+    missed = cb._target("x", stat, 2.0, higher=True)
+    assert not missed["met"] and "1.25x short" in missed["note"]
+    assert cb._target("y", {"median": 1.2, "p25": 1.1, "p75": 1.3}, 1.5, higher=False)["met"]
+
+
+# -- bench codec ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def codec_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    report = cb.run(impl="reference", tiny=True, reps=3, min_time=0.0005)
+    return report, out
+
+
+def test_codec_report_shape(codec_run):
+    report, _ = codec_run
+    assert report["kind"] == "codec" and report["meta"]["cpus"]
+    names = [p["payload"] for p in report["payloads"]]
+    assert any("BatchTokenIDOutput" in n for n in names) and any("tensor" in n for n in names)
+    for p in report["payloads"]:
+        rows = p["transports"]
+        assert {"pickle", "msgpack"} <= set(rows)
+        for name, row in rows.items():
+            assert row["wire_bytes"] > 0
+            if name != "memcpy":
+                for op in ("encode", "decode", "roundtrip"):
+                    assert row[op]["n"] >= 1 and row[op]["median"] > 0
+        assert p["ratios"]["msgpack"]["vs_pickle"]["median"] > 0
+        if p["group"] == "tensor":
+            assert {"msgpack+oob", "memcpy"} <= set(rows)
+            assert p["ratios"]["msgpack+oob"]["memcpys"]["median"] > 0
+    assert any("2x faster than pickle" in t["target"] for t in report["targets"])
+
+
+def test_codec_report_renders_and_serializes(codec_run, tmp_path):
+    report, _ = codec_run
+    text = cb.render_text(report)
+    assert "round trip" in text and "vs pickle" in text and "targets:" in text
+    md = cb.render_markdown(report)
+    assert md.startswith("| payload | transport |")
+    path = tmp_path / "r.json"
+    cb.write_json(report, str(path))
+    again = json.loads(path.read_text())
+    assert again["payloads"][0]["payload"] == report["payloads"][0]["payload"]
+
+
+def test_codec_plot_is_a_png(codec_run, tmp_path):
+    pytest.importorskip("matplotlib")
+    from conformance.bench.plot import plot_codec
+
+    report, _ = codec_run
+    path = tmp_path / "codec.png"
+    plot_codec(report, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_codec_command(tmp_path, capsys):
+    path = tmp_path / "r.json"
+    assert cli_main(["bench", "codec", "--impl", "reference", "--tiny", "--reps", "3", "--min-time", "0.0005",
+                     "--payload", "BatchTokenIDOutput", "--json", str(path), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "BatchTokenIDOutput x4" in out and "TokenizedGenerateReqInput" not in out
+    assert [p["payload"] for p in json.loads(path.read_text())["payloads"]] == ["BatchTokenIDOutput x4"]
+
+
+def test_payloads_build_for_any_class_mapping():
+    from conformance.bench.payloads import default_payloads
+
+    classes = {name: getattr(S, name) for name in dir(S) if isinstance(getattr(S, name), type)}
+    for p in default_payloads(max_tensor_bytes=1 << 20):
+        msg = p.build(classes)
+        assert codec.decode(codec.encode(msg, "msgpack"), "msgpack", allow_pickle=True) is not None
+
+
+# -- bench serve ----------------------------------------------------------------------------
+def test_serve_settings_presets_and_validation():
+    parser = __import__("argparse").ArgumentParser()
+    sb.add_arguments(parser)
+    cpu = sb.settings_from_args(parser.parse_args([]))
+    assert cpu.concurrency == [1, 256] and cpu.device == "cpu"
+    gpu = parser.parse_args(["--preset", "gpu", "--model", "/m"])
+    s = sb.settings_from_args(gpu)
+    assert (s.concurrency[-1], s.num_prompts[-1], s.input_len, s.output_len) == (1024, 4096, 1024, 200)
+    with pytest.raises(ValueError, match="--model"):
+        sb.settings_from_args(parser.parse_args(["--preset", "gpu"]))
+    with pytest.raises(ValueError, match="512-token context"):
+        sb.settings_from_args(parser.parse_args(["--input-len", "600"]))
+    s = sb.settings_from_args(parser.parse_args(["--concurrency", "2,4"]))
+    assert s.num_prompts == [8, 8] and s.max_running_requests == 4
+
+
+def test_serve_summary_metrics():
+    results = [sb.RequestResult(ok=True, prompt_len=10, output_len=4, ttft=0.01, latency=0.05, itl=[0.01] * 3),
+               sb.RequestResult(ok=False, prompt_len=10, error="boom")]
+    m = sb.summarize(results, duration=2.0)
+    assert (m["completed"], m["failed"], m["errors"]) == (1, 1, ["boom"])
+    assert m["request_throughput"] == 0.5 and m["output_throughput"] == 2.0 and m["input_throughput"] == 5.0
+    assert m["ttft_ms"]["median"] == pytest.approx(10.0) and m["itl_ms"]["p99"] == pytest.approx(10.0)
+
+
+def test_bench_serve_command_both_transports(tmp_path, capsys):
+    """Starts two tiny servers (a few seconds each) and drives a handful of requests."""
+    path = tmp_path / "serve.json"
+    code = cli_main(["bench", "serve", "--concurrency", "1,2", "--num-prompts", "2,4", "--input-len", "8",
+                     "--output-len", "3", "--rounds", "1", "--warmup", "1", "--json", str(path), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "tiny Llama-style checkpoint" in out and "msgpack/pickle @2" in out
+    report = json.loads(path.read_text())
+    assert report["ok"] and [lv["concurrency"] for lv in report["levels"]] == [1, 2]
+    for lv in report["levels"]:
+        assert set(lv["transports"]) == {"pickle", "msgpack"}
+        for m in lv["transports"].values():
+            assert m["failed"] == 0 and m["completed"] == lv["num_prompts"]
+            assert m["output_throughput"] > 0 and m["ttft_ms"]["p99"] >= m["ttft_ms"]["median"] > 0
+        assert lv["ratios"]["request_throughput"] > 0
+
+
+# -- codec fast paths: same bytes, same values, same errors ----------------------------------
+def _plain_encode(obj):
+    """The per-element path: every array / tensor through ext.enc_hook, opaque fields wrapped."""
+    return msgspec.msgpack.Encoder(enc_hook=ext.enc_hook).encode(codec.wrap_fields(obj))
+
+
+def _plain_decode(data):
+    return codec._catalogue.decoder.decode(data)
+
+
+def _batch(decode_ids, output_ids=None, n=None):
+    n = len(decode_ids) if n is None else n
+    return S.BatchTokenIDOutput(
+        rids=[f"r{i}" for i in range(n)], finished_reasons=[None] * n, decoded_texts=["x"] * n,
+        decode_ids=decode_ids, read_offsets=[0] * n, output_ids=output_ids, skip_special_tokens=[True] * n,
+        spaces_between_special_tokens=[True] * n, no_stop_trim=[False] * n, prompt_tokens=[1] * n,
+        reasoning_tokens=[0] * n, completion_tokens=[1] * n, cached_tokens=[0] * n,
+        input_token_logprobs_val=None, input_token_logprobs_idx=None, output_token_logprobs_val=None,
+        output_token_logprobs_idx=None, input_top_logprobs_val=None, input_top_logprobs_idx=None,
+        output_top_logprobs_val=None, output_top_logprobs_idx=None, input_token_ids_logprobs_val=None,
+        input_token_ids_logprobs_idx=None, output_token_ids_logprobs_val=None, output_token_ids_logprobs_idx=None,
+        output_token_entropy_val=None, output_token_sampling_mask=None, output_hidden_states=None,
+        routed_experts=None, indexer_topk=None, placeholder_tokens_idx=None, placeholder_tokens_val=None)
+
+
+def _arrays(typecode, count, rnd, max_len=40):
+    out = []
+    for _ in range(count):
+        n = rnd.choice([0, 1, 2, 3, 4, 7, 8, 16, 31, max_len])
+        if typecode in "fd":
+            out.append(array.array(typecode, [rnd.random() for _ in range(n)]))
+        elif typecode in "uw":
+            out.append(array.array(typecode, "abc" * n))
+        else:
+            out.append(array.array(typecode, [rnd.randint(0, 100) for _ in range(n)]))
+    return out
+
+
+@pytest.mark.parametrize("typecode", [tc for tc in array.typecodes])
+@pytest.mark.parametrize("count", [0, 1, 7, 8, 9, 64, 300])
+def test_batched_array_lists_encode_and_decode_like_the_plain_path(typecode, count):
+    rnd = random.Random(count)
+    msg = _batch(_arrays(typecode, count, rnd), output_ids=_arrays(typecode, count, rnd))
+    data = codec.encode(msg, "msgpack")
+    assert data == _plain_encode(msg)
+    got = codec.decode(data, "msgpack")
+    want = _plain_decode(data)
+    assert type(got) is type(want) is S.BatchTokenIDOutput
+    assert got == want
+    assert all(type(a) is array.array and a.typecode == typecode for a in got.decode_ids)
+
+
+def test_long_array_lists_use_the_large_ext_headers():
+    ids = [array.array("q", range(n)) for n in (0, 1, 2, 31, 32, 33, 8190, 8191, 9000)] * 2
+    msg = _batch(ids)
+    data = codec.encode(msg, "msgpack")
+    assert data == _plain_encode(msg) and codec.decode(data, "msgpack") == _plain_decode(data)
+
+
+@pytest.mark.parametrize("values", [
+    "mixed typecodes", "subclass", "not arrays", "none inside",
+])
+def test_unusual_array_lists_take_the_plain_path(values):
+    class Sub(array.array):
+        pass
+
+    base = [array.array("q", [i]) for i in range(12)]
+    if values == "mixed typecodes":
+        base[3] = array.array("i", [3])
+    elif values == "subclass":
+        base[3] = Sub("q", [3])
+    elif values == "not arrays":
+        base[3] = [3]
+    else:
+        base[3] = None
+    msg = _batch(base)
+    try:
+        plain = _plain_encode(msg)
+    except Exception:  # noqa: BLE001 - the reference must refuse it too, naming the field
+        with pytest.raises(WireError, match="decode_ids"):
+            codec.encode(msg, "msgpack")
+        return
+    assert codec.encode(msg, "msgpack") == plain
+
+
+def _with_ext(data: bytes, old: bytes, new: bytes) -> bytes:
+    assert data.count(old) == 1
+    return data.replace(old, new)
+
+
+@pytest.mark.parametrize("change", ["code", "metadata", "length", "typecode"])
+def test_odd_array_ext_in_a_large_batch_decodes_like_the_plain_path(change):
+    ids = [array.array("q", [i, i + 1]) for i in range(40)]
+    ids[5] = array.array("q", [123456789, 987654321])
+    data = codec.encode(_batch(ids), "msgpack")
+    assert len(data) >= codec.FAST_DECODE_MIN  # the fast decoder sees it first
+    payload = ext.buffer_header("q") + array.array("q", [123456789, 987654321]).tobytes()
+    marker = bytes((0xC7, len(payload), 1)) + payload
+    if change == "code":  # an ext code the reference does not know: stays an Ext, fails validation
+        bad = _with_ext(data, marker, bytes((0xC7, len(payload), 9)) + payload)
+    elif change == "metadata":  # the typecode as str8 instead of fixstr: still a valid array
+        meta = b"\xd9\x01q"
+        body = len(meta).to_bytes(4, "big") + meta + payload[6:]
+        bad = _with_ext(data, marker, bytes((0xC7, len(body), 1)) + body)
+    elif change == "length":  # 15 bytes of int64s
+        body = payload[:-1]
+        bad = _with_ext(data, marker, bytes((0xC7, len(body), 1)) + body)
+    else:  # typecode 'i': the bytes reinterpreted as 4 int32s
+        body = ext.buffer_header("i") + payload[6:]
+        bad = _with_ext(data, marker, bytes((0xC7, len(body), 1)) + body)
+    try:
+        want = ("ok", _plain_path(bad))
+    except WireError as exc:
+        want = ("error", str(exc))
+    try:
+        got = ("ok", codec.decode(bad, "msgpack"))
+    except WireError as exc:
+        got = ("error", str(exc))
+    assert got == want
+
+
+def _plain_path(data):
+    """codec.decode with the fast decoder switched off."""
+    saved = codec._catalogue.fast_decoder
+    codec._catalogue.fast_decoder = None
+    try:
+        return codec.decode(data, "msgpack")
+    finally:
+        codec._catalogue.fast_decoder = saved
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.uint8,
+                                   torch.bool, torch.complex64, torch.float8_e4m3fn])
+@pytest.mark.parametrize("shape", [(1 << 16,), (300, 1024), (3, 5, 7000)])
+def test_large_tensors_are_spliced_with_identical_bytes(dtype, shape):
+    gen = torch.Generator().manual_seed(1)
+    t = (torch.randn(*shape, generator=gen) * 5).to(dtype) if dtype is not torch.complex64 else \
+        torch.randn(*shape, dtype=dtype, generator=gen)
+    msg = S.BatchEmbeddingOutput(rids=["a", "b"], finished_reasons=[None, None], embeddings=[0.0, 1.0],
+                                 prompt_tokens=[1, 2], cached_tokens=[0, 0], placeholder_tokens_idx=None,
+                                 placeholder_tokens_val=None, pooled_hidden_states=[t, t[:1].clone()])
+    data = codec.encode(msg, "msgpack")
+    assert data == _plain_encode(msg)
+    back = codec.decode(data, "msgpack")
+    assert back.pooled_hidden_states[0].dtype == dtype and back.pooled_hidden_states[0].shape == t.shape
+    assert back.pooled_hidden_states[0].view(torch.uint8).equal(t.contiguous().view(torch.uint8))
+
+
+def test_large_ndarray_and_non_contiguous_tensor_are_spliced_with_identical_bytes():
+    arr = np.arange(1 << 17, dtype=np.float32).reshape(256, 512)[:, ::2]
+    t = torch.arange(1 << 18, dtype=torch.float32).reshape(512, 512).t()
+    msg = S.GetInternalStateReqOutput(internal_state={"a": arr, "t": t})
+    assert codec.encode(msg, "msgpack") == _plain_encode(msg)
+
+
+def test_splice_marker_collision_falls_back_to_the_plain_path(monkeypatch):
+    t = torch.zeros(1 << 17)
+    mark = codec._SPLICE_MARK + (0).to_bytes(4, "big")
+    msg = S.BatchEmbeddingOutput(rids=[mark.hex()], finished_reasons=[None], embeddings=[0.0], prompt_tokens=[1],
+                                 cached_tokens=[0], placeholder_tokens_idx=None, placeholder_tokens_val=None,
+                                 pooled_hidden_states=[t])
+    # a bytes field carrying the exact placeholder: the spliced output would be ambiguous
+    tricky = S.GetInternalStateReqOutput(internal_state={"x": bytes((0xD8, 2)) + mark, "t": t})
+    for m in (msg, tricky):
+        assert codec.encode(m, "msgpack") == _plain_encode(m)
+
+
+def test_small_message_fast_path_keeps_the_errors():
+    good = codec.encode(_batch([array.array("q", [1])]), "msgpack")
+    with pytest.raises(WireError, match="msgpack decode"):
+        codec.decode(good[:-3], "msgpack")
+    with pytest.raises(WireError, match="msgpack decode"):
+        codec.decode(b"", "msgpack")
+    assert codec.decode(msgspec.msgpack.encode("text"), "msgpack") == "text"
