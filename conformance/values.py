@@ -52,7 +52,11 @@ class ValueBuilder:
             arms = [a for a in t.args if a.kind != "None"]
             if t.is_optional and (v == "minimal" or shallow or (v == "edge" and seed % 2)):
                 return None
-            # Rotate through the arms so unions get exercised beyond their first choice.
+            # typical: a struct arm when there is one, so every nested struct appears in some
+            # vector; otherwise rotate through the arms so unions are exercised beyond one choice.
+            structs = [a for a in arms if a.kind == "Ref" and a.name in self.manifest.structs]
+            if v == "typical" and structs:
+                return self.value(structs[seed % len(structs)], depth, seed, field)
             return self.value(arms[seed % len(arms)], depth, seed, field)
         if k == "bool":
             return v != "minimal"

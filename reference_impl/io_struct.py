@@ -66,7 +66,7 @@ class BaseReq(msgspec.Struct, tag=True, array_like=True, kw_only=True):
 
 class AbortReq(BaseReq, tag=True, array_like=True, kw_only=True):
     abort_all: bool = False
-    finished_reason: Optional[Dict[str, Optional[Union[str, int, List[int]]]]] = None
+    finished_reason: Optional[Dict[str, Optional[Union[List[int], int, str]]]] = None
     abort_message: Optional[str] = None
     weight_versions: Optional[List[WeightVersionSpan]] = None
 
@@ -116,8 +116,8 @@ class BaseBatchReq(msgspec.Struct, tag=True, array_like=True, kw_only=True):
 
 
 class BatchEmbeddingOutput(BaseBatchReq, tag=True, array_like=True, kw_only=True):
-    finished_reasons: List[Optional[Dict[str, Optional[Union[str, int, List[int]]]]]]
-    embeddings: List[Union[List[Union[float, List[float]]], Dict[int, float], float]]
+    finished_reasons: List[Optional[Dict[str, Optional[Union[List[int], int, str]]]]]
+    embeddings: List[Union[Dict[int, float], List[Union[List[float], float]], float]]
     prompt_tokens: List[int]
     cached_tokens: List[int]
     placeholder_tokens_idx: Optional[List[Optional[List[int]]]]
@@ -129,7 +129,7 @@ class BatchEmbeddingOutput(BaseBatchReq, tag=True, array_like=True, kw_only=True
 
 
 class BatchStrOutput(BaseBatchReq, tag=True, array_like=True, kw_only=True):
-    finished_reasons: List[Optional[Dict[str, Optional[Union[str, int, List[int]]]]]]
+    finished_reasons: List[Optional[Dict[str, Optional[Union[List[int], int, str]]]]]
     output_strs: List[str]
     output_ids: Optional[List[array]]
     prompt_tokens: List[int]
@@ -150,7 +150,7 @@ class BatchStrOutput(BaseBatchReq, tag=True, array_like=True, kw_only=True):
     output_token_ids_logprobs_idx: Optional[List[Optional[List[Optional[List[int]]]]]]
     output_token_entropy_val: Optional[List[Optional[float]]]
     output_token_sampling_mask: Optional[List[Optional[SamplingMaskChunk]]]
-    output_hidden_states: Optional[List[Optional[List[List[Optional[Union[float, List[float]]]]]]]]
+    output_hidden_states: Optional[List[Optional[List[List[Optional[Union[List[float], float]]]]]]]
     routed_experts: Optional[List[Optional[str]]]
     indexer_topk: Optional[List[Optional[str]]]
     placeholder_tokens_idx: Optional[List[Optional[List[int]]]]
@@ -178,7 +178,7 @@ class BatchStrOutput(BaseBatchReq, tag=True, array_like=True, kw_only=True):
 
 
 class BatchTokenIDOutput(BaseBatchReq, tag=True, array_like=True, kw_only=True):
-    finished_reasons: List[Optional[Dict[str, Optional[Union[str, int, List[int]]]]]]
+    finished_reasons: List[Optional[Dict[str, Optional[Union[List[int], int, str]]]]]
     decoded_texts: List[str]
     decode_ids: List[array]
     read_offsets: List[int]
@@ -204,7 +204,7 @@ class BatchTokenIDOutput(BaseBatchReq, tag=True, array_like=True, kw_only=True):
     output_token_ids_logprobs_idx: Optional[List[Optional[List[Optional[List[int]]]]]]
     output_token_entropy_val: Optional[List[Optional[float]]]
     output_token_sampling_mask: Optional[List[Optional[SamplingMaskChunk]]]
-    output_hidden_states: Optional[List[Optional[List[List[Optional[Union[float, List[float]]]]]]]]
+    output_hidden_states: Optional[List[Optional[List[List[Optional[Union[List[float], float]]]]]]]
     routed_experts: Optional[List[Optional[torch.Tensor]]]
     indexer_topk: Optional[List[Optional[torch.Tensor]]]
     placeholder_tokens_idx: Optional[List[Optional[List[int]]]]
@@ -254,7 +254,7 @@ class BeamSearchSequence(msgspec.Struct, omit_defaults=True):
 
 
 class BeginWeightUpdateReqInput(BaseReq, tag=True, array_like=True, kw_only=True):
-    selector: Literal['target', 'draft', 'all'] = 'all'
+    selector: Literal['all', 'draft', 'target'] = 'all'
 
 
 class BeginWeightUpdateReqOutput(BaseReq, tag=True, array_like=True, kw_only=True):
@@ -270,7 +270,7 @@ class CheckWeightsReqInput(BaseReq, tag=True, array_like=True, kw_only=True):
     action: str = 'checksum'
     allow_quant_error: bool = False
     skip_tensor_list: Optional[List[str]] = None
-    selector: Literal['target', 'draft', 'all'] = 'all'
+    selector: Literal['all', 'draft', 'target'] = 'all'
 
 
 class CheckWeightsReqOutput(BaseReq, tag=True, array_like=True, kw_only=True):
@@ -423,7 +423,7 @@ class GetWeightsByNameReqInput(BaseReq, tag=True, array_like=True, kw_only=True)
 
 
 class GetWeightsByNameReqOutput(BaseReq, tag=True, array_like=True, kw_only=True):
-    parameter: Optional[List[Union[float, List[float]]]]
+    parameter: Optional[List[Union[List[float], float]]]
 
 
 class HealthCheckOutput(BaseReq, tag=True, array_like=True, kw_only=True):
@@ -518,7 +518,7 @@ class LoRARef(msgspec.Struct, array_like=True, frozen=True):
 class LoRAUpdateOutput(BaseReq, tag=True, array_like=True, kw_only=True):
     success: bool
     error_message: Optional[str] = None
-    loaded_adapters: Optional[Dict[str, Union[str, LoRARef]]] = None
+    loaded_adapters: Optional[Dict[str, Union[LoRARef, str]]] = None
 
 
 class LoadLoRAAdapterFromTensorsReqInput(BaseReq, tag=True, array_like=True, kw_only=True):
@@ -615,11 +615,11 @@ class PauseContinueBroadcastReq(BaseReq, tag=True, array_like=True, kw_only=True
 
 
 class PauseGenerationReqInput(BaseReq, tag=True, array_like=True, kw_only=True):
-    mode: Literal['abort', 'retract', 'in_place'] = 'abort'
+    mode: Literal['abort', 'in_place', 'retract'] = 'abort'
 
 
 class PdRoleSwitchReqInput(BaseReq, tag=True, array_like=True, kw_only=True):
-    new_role: Literal['prefill', 'decode', ''] = ''
+    new_role: Literal['', 'decode', 'prefill'] = ''
     decode_cuda_graph_bs: Optional[List[int]] = None
     decode_cuda_graph_memory_gb: Optional[float] = None
     prepare_only: bool = False
@@ -694,7 +694,7 @@ class ResumeMemoryOccupationReqOutput(BaseReq, tag=True, array_like=True, kw_onl
 
 class RpcReqInput(BaseReq, tag=True, array_like=True, kw_only=True):
     method: str
-    parameters: Optional[Dict[str, Optional[Union[bool, int, float, str]]]] = None
+    parameters: Optional[Dict[str, Optional[Union[bool, float, int, str]]]] = None
 
 
 class RpcReqOutput(BaseReq, tag=True, array_like=True, kw_only=True):
@@ -712,9 +712,9 @@ class SamplingMaskChunk(msgspec.Struct, array_like=True, kw_only=True, frozen=Tr
 
 class SamplingParams(msgspec.Struct, array_like=True, kw_only=True):
     max_new_tokens: Optional[int] = 128
-    stop: Optional[Union[str, List[str]]] = None
+    stop: Optional[Union[List[str], str]] = None
     stop_token_ids: Optional[Set[int]] = None
-    stop_regex: Optional[Union[str, List[str]]] = None
+    stop_regex: Optional[Union[List[str], str]] = None
     temperature: float = 1.0
     top_p: float = 1.0
     top_k: int = 1073741824
@@ -736,10 +736,10 @@ class SamplingParams(msgspec.Struct, array_like=True, kw_only=True):
     stream_interval: Optional[int] = None
     logit_bias: Optional[Dict[str, float]] = None
     sampling_seed: Optional[int] = None
-    custom_params: Optional[Dict[str, Optional[Union[bool, int, float, str, List[Optional[Union[bool, int, float, str]]], Dict[str, Optional[Union[bool, int, float, str]]]]]]] = None
+    custom_params: Optional[Dict[str, Optional[Union[Dict[str, Optional[Union[bool, float, int, str]]], List[Optional[Union[bool, float, int, str]]], bool, float, int, str]]]] = None
     watermark: Optional[WatermarkRequestConfig] = None
-    stop_strs: Optional[Union[str, List[str]]] = None
-    stop_regex_strs: Optional[Union[str, List[str]]] = None
+    stop_strs: Optional[Union[List[str], str]] = None
+    stop_regex_strs: Optional[Union[List[str], str]] = None
     stop_str_max_len: int = 0
     stop_regex_max_len: int = 0
     is_normalized: bool = False
@@ -793,7 +793,7 @@ class SetInjectDumpMetadataReqOutput(BaseReq, tag=True, array_like=True, kw_only
 
 
 class SetInternalStateReq(BaseReq, tag=True, array_like=True, kw_only=True):
-    server_args: Dict[str, Union[int, float]]
+    server_args: Dict[str, Union[float, int]]
 
 
 class SetInternalStateReqOutput(BaseReq, tag=True, array_like=True, kw_only=True):
@@ -813,7 +813,7 @@ class SlowDownReqOutput(BaseReq, tag=True, array_like=True, kw_only=True):
 
 
 class TokenizedEmbeddingReqInput(BaseReq, tag=True, array_like=True, kw_only=True):
-    input_text: Optional[Union[str, List[Union[str, List[str]]]]]
+    input_text: Optional[Union[List[Union[List[str], str]], str]]
     input_ids: Optional[array]
     mm_inputs: Optional[MultimodalProcessorOutput]
     token_type_ids: Optional[List[int]]
@@ -832,7 +832,7 @@ class TokenizedEmbeddingReqInput(BaseReq, tag=True, array_like=True, kw_only=Tru
 
 
 class TokenizedGenerateReqInput(BaseReq, tag=True, array_like=True, kw_only=True):
-    input_text: Optional[Union[str, List[Union[str, List[str]]]]]
+    input_text: Optional[Union[List[Union[List[str], str]], str]]
     input_ids: Optional[array]
     input_embeds: Optional[List[List[float]]]
     mm_inputs: Optional[MultimodalProcessorOutput]
@@ -845,7 +845,7 @@ class TokenizedGenerateReqInput(BaseReq, tag=True, array_like=True, kw_only=True
     stream: bool
     return_sampling_mask: bool = False
     return_flat_raw_top_logprobs: bool = False
-    return_hidden_states: Union[bool, Literal['last']] = False
+    return_hidden_states: Union[Literal['last'], bool] = False
     return_routed_experts: bool = False
     routed_experts_start_len: int = 0
     return_indexer_topk: bool = False
@@ -939,7 +939,7 @@ class UpdateWeightsFromDistributedReqInput(BaseReq, tag=True, array_like=True, k
     abort_all_requests: bool = False
     weight_version: Optional[str] = None
     load_format: Optional[str] = None
-    selector: Literal['target', 'draft', 'all'] = 'all'
+    selector: Literal['all', 'draft', 'target'] = 'all'
     torch_empty_cache: bool = False
 
 
@@ -966,7 +966,7 @@ class UpdateWeightsFromTensorReqInput(BaseReq, tag=True, array_like=True, kw_onl
     flush_cache: bool = True
     abort_all_requests: bool = False
     weight_version: Optional[str] = None
-    selector: Literal['target', 'draft', 'all'] = 'all'
+    selector: Literal['all', 'draft', 'target'] = 'all'
     torch_empty_cache: bool = False
 
 

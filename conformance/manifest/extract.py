@@ -17,7 +17,7 @@ from typing import Any, Iterable, Optional, Sequence
 import msgspec
 
 from .model import Default, EnumSpec, Field, Manifest, StructSpec
-from .typeexpr import NONE, T, render
+from .typeexpr import T, canonical, render
 
 
 class UnsupportedTypeError(TypeError):
@@ -82,14 +82,12 @@ class _Extractor:
                 for arm in n.args if n.kind == "Union" else (n,):
                     if arm not in arms:
                         arms.append(arm)
-            if NONE in arms:  # canonical: None last
-                arms = [a for a in arms if a != NONE] + [NONE]
-            return T("Union", tuple(arms))
+            return canonical(T("Union", tuple(arms)))
         if origin is typing.Literal:
             for v in args:
                 if not isinstance(v, (str, int, bool, type(None))):
                     raise UnsupportedTypeError(f"{where}: Literal value {v!r} is not a JSON scalar")
-            return T("Literal", values=tuple(args))
+            return canonical(T("Literal", values=tuple(args)))
         if origin in _CONTAINERS or tp in _CONTAINERS:
             kind = _CONTAINERS[origin or tp]
             n_args = 2 if kind == "Dict" else 1

@@ -7,6 +7,7 @@ Grammar (documented normatively in spec/manifest.md):
              | List | Set | FrozenSet | Tuple | Dict | Optional | Union | Literal
              | <struct name> | <enum name>
     Tuple[T, ...]   variable length;  Tuple[A, B]  fixed;  Tuple[()]  empty
+    Union arms and Literal values are written sorted, None last (see canonical)
     Array[q]        array.array with a known typecode; bare Array when unknown
     Literal[v, ...] JSON scalars ("text", 1, true, null)
 """
@@ -51,6 +52,22 @@ class T:
 
 
 NONE = T("None")
+
+
+def canonical(t: T) -> T:
+    """The order-free spelling: Union arms and Literal values sorted (None last).
+
+    Their order has no meaning on the wire, and Python's typing caches make the order
+    an import-order accident (Union[int, str] and Union[str, int] are one cached object),
+    so manifests store them sorted."""
+    args = tuple(canonical(a) for a in t.args)
+    if t.kind == "Union":
+        rest = sorted({render(a): a for a in args if a.kind != "None"}.items())
+        args = tuple(a for _, a in rest) + ((NONE,) if NONE in args else ())
+        return T("Union", args)
+    if t.kind == "Literal":
+        return T("Literal", values=tuple(sorted(t.values, key=lambda v: (type(v).__name__, str(v)))))
+    return T(t.kind, args, t.values, t.name)
 
 
 def render(t: T) -> str:
