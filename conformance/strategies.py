@@ -18,6 +18,7 @@ import torch
 from hypothesis import strategies as st
 
 from .manifest import Manifest, T, parse
+from .values import hashable
 
 MAX_DEPTH = 3
 MAX_ITEMS = 3
@@ -174,11 +175,11 @@ class StrategyBuilder:
             return st.lists(self.for_type(t.args[0], depth + 1), max_size=size).map(tuple)
         if k in ("Set", "FrozenSet"):
             make = set if k == "Set" else frozenset
-            return st.sets(self.for_type(t.args[0], depth + 1).filter(_hashable), max_size=size).map(make)
+            return st.sets(self.for_type(t.args[0], depth + 1).filter(hashable), max_size=size).map(make)
         if k == "Tuple":
             return st.tuples(*[self.for_type(a, depth + 1) for a in t.args])
         if k == "Dict":
-            keys = self.for_type(t.args[0], depth + 1).filter(_hashable)
+            keys = self.for_type(t.args[0], depth + 1).filter(hashable)
             return st.dictionaries(keys, self.for_type(t.args[1], depth + 1), max_size=size)
         raise ValueError(f"no strategy for type {t!r}")
 
@@ -191,14 +192,6 @@ def _construct(cls: type, kwargs: dict) -> Any:
         return cls(**kwargs)
     except Exception:
         return _REFUSED
-
-
-def _hashable(value: Any) -> bool:
-    try:
-        hash(value)
-        return True
-    except TypeError:
-        return False
 
 
 __all__ = ["StrategyBuilder", "arrays", "json_like", "ndarrays", "parse", "register_override", "tensors"]

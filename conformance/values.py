@@ -88,15 +88,15 @@ class ValueBuilder:
                 return items
             if k == "VarTuple":
                 return tuple(items)
-            hashable = [i for i in items if _hashable(i)]
-            return set(hashable) if k == "Set" else frozenset(hashable)
+            members = [i for i in items if hashable(i)]
+            return set(members) if k == "Set" else frozenset(members)
         if k == "Tuple":
             return tuple(self.value(a, depth + 1, seed + i, field) for i, a in enumerate(t.args))
         if k == "Dict":
             if v == "minimal" or shallow:
                 return {}
             key = self.value(t.args[0], depth + 1, seed, field)
-            if not _hashable(key):
+            if not hashable(key):
                 return {}
             return {key: self.value(t.args[1], depth + 1, seed + 1, field)}
         if k == "Tensor":
@@ -117,7 +117,8 @@ class ValueBuilder:
         return [self.value(item, depth + 1, seed + j, field) for j in range(2)]
 
 
-def _hashable(value: Any) -> bool:
+def hashable(value: Any) -> bool:
+    """Can this value be a set member or a dict key?"""
     try:
         hash(value)
         return True
