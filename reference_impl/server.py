@@ -33,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--stream-interval", type=int, default=1, help="tokens per streamed chunk (default 1)")
     parser.add_argument("--request-timeout", type=float, default=300.0, help="seconds (default 300)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
+    parser.add_argument("--max-request-bytes", type=int, default=64 << 20,
+                        help="largest HTTP request body accepted; larger ones get 413 (default 64 MiB)")
+    parser.add_argument("--exit-on-child-death", action="store_true",
+                        help="when an engine process dies, fail the waiting requests and shut the whole server "
+                             "down (exit status 3) instead of serving 503 until stopped")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--trace-dir", help="write OpenTelemetry spans as JSON lines here, one file per process")
     parser.add_argument("--tap-dir", help="test hook: record every received IPC frame here, one file per process")
@@ -56,6 +61,7 @@ def config_from_args(args: argparse.Namespace):
         stream_interval=args.stream_interval, request_timeout_s=args.request_timeout,
         threads_per_process=args.threads, log_level=args.log_level, trace_dir=args.trace_dir,
         tap_dir=args.tap_dir, debug_skip_unwrap=tuple(args.debug_skip_unwrap),
+        max_request_bytes=args.max_request_bytes, exit_on_child_death=args.exit_on_child_death,
     )
 
 
@@ -66,13 +72,16 @@ def main(argv: Optional[Sequence[str]] = None, *, fast_exit: bool = True) -> int
     code = 0
     try:
         config = config_from_args(args)
-        from reference_impl.engine.launcher import EngineStartupError, launch_server
+        from reference_impl.engine.launcher import EngineFailure, EngineStartupError, launch_server
 
         try:
             launch_server(config)
         except EngineStartupError as exc:
             print(f"error: {exc}", file=sys.stderr)
             code = 1
+        except EngineFailure as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            code = 3
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         code = 2

@@ -43,6 +43,11 @@ class EngineConfig:
     log_level: str = "info"
     trace_dir: Optional[str] = None  # OpenTelemetry spans as JSON lines, one file per process
     tap_dir: Optional[str] = None  # test hook: every received IPC frame, one file per process
+    max_request_bytes: int = 64 << 20  # HTTP request bodies beyond this are refused with 413
+    # When a child process dies: False = keep serving 503s (and /health 503) until stopped or
+    # restarted by a supervisor; True = fail the waiting requests, then shut everything down
+    # and exit with status 3 (SGLang's behaviour: a dead scheduler takes the server down).
+    exit_on_child_death: bool = False
     # Test hook: processes whose receive path skips the PickleWrapper unwrap (e.g.
     # ("controller",)), to prove that the conformance checks notice. Never in production.
     debug_skip_unwrap: tuple[str, ...] = ()
@@ -55,6 +60,8 @@ class EngineConfig:
             raise ValueError(f"dp_size must be >= 1, got {self.dp_size}")
         if self.max_running_requests < 1:
             raise ValueError(f"max_running_requests must be >= 1, got {self.max_running_requests}")
+        if self.max_request_bytes < 1:
+            raise ValueError(f"max_request_bytes must be >= 1, got {self.max_request_bytes}")
         device = resolve_device(self.device)
         model_path = self.model_path
         if model_path is None:

@@ -19,7 +19,7 @@ import asyncio
 import json
 import logging
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import Any, AsyncIterator, Awaitable, Callable, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
@@ -84,7 +84,70 @@ async def collect(agen: AsyncIterator[Any]) -> Any:
     return last
 
 
-def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = None) -> FastAPI:
+class ClientGone(Exception):
+    """The HTTP client disconnected before its (non-streaming) answer was ready."""
+
+
+async def _until_disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
+    """Await work (the body is already read); if the client disconnects first, cancel it - the
+    tokenizer manager then aborts the requests in the scheduler, which stops spending compute
+    on them - and raise ClientGone."""
+    task = asyncio.ensure_future(work)
+    watch = asyncio.ensure_future(_until_disconnected(request))
+    try:
+        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if not task.done():
+        task.cancel()
+        try:
+            await task
+        except BaseException:  # noqa: BLE001 - cancelled, or failed while cancelling: either way gone
+            pass
+        raise ClientGone()
+    return task.result()
+
+
+class BodyLimit:
+    """ASGI middleware: request bodies over max_bytes are refused with 413 before they are read
+    whole (by Content-Length when declared, else while streaming in)."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app, self.max_bytes = app, max_bytes
+
+    def error(self) -> RequestError:
+        return RequestError(f"body: request body larger than the server's limit of {self.max_bytes} bytes "
+                            "(--max-request-bytes)", param="body", status_code=413, err_type="RequestTooLargeError")
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            response = error_response(self.error())
+            response.headers["connection"] = "close"
+            return await response(scope, receive, send)
+        seen = 0
+
+        async def limited() -> dict:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    raise self.error()  # answered by the RequestError handler as a 413
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = None,
+              max_body_bytes: Optional[int] = None) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await tm.start()
@@ -100,6 +163,8 @@ def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = 
 
     app = FastAPI(title="ipc-conformance reference engine", lifespan=lifespan)
     app.state.tm = tm
+    if max_body_bytes is not None:
+        app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
 
     @app.exception_handler(RequestError)
     async def _request_error(request: Request, exc: RequestError) -> JSONResponse:
@@ -108,6 +173,14 @@ def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = 
     @app.exception_handler(EngineError)
     async def _engine_error(request: Request, exc: EngineError) -> JSONResponse:
         return error_response(exc)
+
+    @app.exception_handler(ClientGone)
+    async def _client_gone(request: Request, exc: ClientGone) -> Response:
+        return Response(status_code=499)  # nobody reads it: the client left (nginx's code)
+
+    @app.exception_handler(Exception)
+    async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+        return error_response(exc)  # a JSON 500 (logged), never a plain-text one
 
     @app.post("/generate")
     async def generate(request: Request) -> Response:
@@ -118,7 +191,8 @@ def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = 
             agen = tm.generate(specs[0], headers)
             first = await first_item(agen)
             return await stream_response(first, agen, lambda out: [sse(out)])
-        results = await asyncio.gather(*(collect(tm.generate(s, headers)) for s in specs))
+        results = await unless_disconnected(
+            request, asyncio.gather(*(collect(tm.generate(s, headers)) for s in specs)))
         return JSONResponse(results if is_batch else results[0])
 
     @app.post("/encode")
@@ -126,7 +200,7 @@ def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = 
         req = parse_body(EncodeRequest, await request.body())
         specs, is_batch = protocol.encode_specs(req, tm.tokenizer, tm.vocab_size, tm.context_length)
         headers = trace_headers(request.headers)
-        results = await asyncio.gather(*(tm.encode(s, headers) for s in specs))
+        results = await unless_disconnected(request, asyncio.gather(*(tm.encode(s, headers) for s in specs)))
         return JSONResponse(results if is_batch else results[0])
 
     @app.post("/abort_request")

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import multiprocessing
 import os
@@ -30,6 +31,15 @@ TERMINATE_GRACE_S = 5.0
 
 class EngineStartupError(RuntimeError):
     pass
+
+
+class EngineFailure(RuntimeError):
+    """The server shut itself down because an engine process died (exit_on_child_death)."""
+
+
+# exit_on_child_death: after the waiting requests got their 503, the server keeps answering
+# (/health 503) this long before it shuts down, so clients and probes see why.
+EXIT_LINGER_S = 1.0
 
 
 class EngineProcesses:
@@ -135,12 +145,23 @@ def launch_server(config: EngineConfig) -> None:
         from .tokenizer_manager import TokenizerManager
 
         engine.wait_ready()
-        tm = TokenizerManager(config, engine.ipc, engine.children)
-        app = build_app(tm, on_shutdown=engine.shutdown)
+        died: list[str] = []
+        server: Any = None
+
+        def on_child_death(dead: list[str]) -> None:
+            died.extend(dead)
+            if config.exit_on_child_death and server is not None:
+                logger.error("exit_on_child_death: shutting down in %.1f s", EXIT_LINGER_S)
+                asyncio.get_running_loop().call_later(EXIT_LINGER_S, setattr, server, "should_exit", True)
+
+        tm = TokenizerManager(config, engine.ipc, engine.children, on_child_death=on_child_death)
+        app = build_app(tm, on_shutdown=engine.shutdown, max_body_bytes=config.max_request_bytes)
         server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_config=None,
                                                log_level=config.log_level, access_log=config.log_level == "debug",
                                                timeout_graceful_shutdown=3, lifespan="on"))
         server.run()  # handles SIGINT/SIGTERM itself, then re-raises the signal (caught here)
+        if died and config.exit_on_child_death:
+            raise EngineFailure(f"engine process died: {'; '.join(died)}; server shut down")
     except (KeyboardInterrupt, _Terminated):
         logger.info("signal received; stopped")
     finally:

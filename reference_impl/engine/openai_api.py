@@ -18,7 +18,7 @@ from typing import Any, Optional
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from .http_api import collect, first_item, sse, stream_response
+from .http_api import collect, first_item, sse, stream_response, unless_disconnected
 from .protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -138,7 +138,7 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
 
             return await stream_response(first, agen, render, tail)
 
-        outs = await asyncio.gather(*(collect(tm.generate(s, headers)) for s in specs))
+        outs = await unless_disconnected(request, asyncio.gather(*(collect(tm.generate(s, headers)) for s in specs)))
         choices = [{"index": i, "text": out["text"], "logprobs": completion_logprobs(out["meta_info"], 0, 0),
                     "finish_reason": finish_reason(out["meta_info"])} for i, out in enumerate(outs)]
         total = usage(sum(o["meta_info"]["prompt_tokens"] for o in outs),
@@ -221,7 +221,7 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
 
             return await stream_response(first, agen, render, tail)
 
-        out = await collect(tm.generate(gen, headers))
+        out = await unless_disconnected(request, collect(tm.generate(gen, headers)))
         meta = out["meta_info"]
         return JSONResponse(envelope("chat.completion", [{
             "index": 0, "message": {"role": "assistant", "content": out["text"]},
@@ -241,8 +241,8 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
                 raise RequestError(f"input[{i}]: {len(ids)} tokens exceed the context length {tm.context_length}",
                                    param="input")
         headers = trace_headers(request.headers)
-        outs = await asyncio.gather(*(tm.encode(EncodeSpec(input_ids=ids, input_text=text), headers)
-                                      for ids, text in items))
+        outs = await unless_disconnected(request, asyncio.gather(
+            *(tm.encode(EncodeSpec(input_ids=ids, input_text=text), headers) for ids, text in items)))
 
         def vector(values: list[float]) -> Any:
             if req.encoding_format == "base64":

@@ -11,6 +11,7 @@ turns it into a 4xx JSON error.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Union
 
@@ -71,6 +72,9 @@ def parse_body(model: type[BaseModel], body: bytes) -> Any:
 
 # -- SamplingParams ------------------------------------------------------------------
 _sampling_adapter = TypeAdapter(SamplingParams)
+FLOAT_PARAMS = ("temperature", "top_p", "min_p", "frequency_penalty", "presence_penalty", "repetition_penalty")
+# Larger biases only overflow the softmax (OpenAI's range; a bias of +-100 already bans or forces a token).
+LOGIT_BIAS_MAX = 100.0
 UNSUPPORTED = ("json_schema", "regex", "ebnf", "structural_tag", "beam_width", "stop_regex", "custom_params",
                "watermark")
 
@@ -89,6 +93,9 @@ def check_sampling_params(params: SamplingParams, vocab_size: int, param: str = 
         where = f"{param}.{name}" if param else name
         return RequestError(f"{where}: {why}", param=where)
 
+    for name in FLOAT_PARAMS:  # JSON admits NaN and Infinity; no sampling maths does
+        if not math.isfinite(getattr(params, name)):
+            raise bad(name, f"must be a finite number, got {getattr(params, name)!r}")
     if params.temperature < 0:
         raise bad("temperature", "must be >= 0")
     if not 0 < params.top_p <= 1:
@@ -103,8 +110,13 @@ def check_sampling_params(params: SamplingParams, vocab_size: int, param: str = 
         raise bad("max_new_tokens", "must be >= 0")
     if params.min_new_tokens < 0:
         raise bad("min_new_tokens", "must be >= 0")
-    if params.repetition_penalty <= 0:
-        raise bad("repetition_penalty", "must be > 0")
+    if not 0 < params.repetition_penalty <= 2:
+        raise bad("repetition_penalty", "must be in (0, 2]")
+    for name in ("frequency_penalty", "presence_penalty"):
+        if not -2 <= getattr(params, name) <= 2:
+            raise bad(name, "must be in [-2, 2]")
+    if params.sampling_seed is not None and not -(1 << 63) <= params.sampling_seed < 1 << 64:
+        raise bad("sampling_seed", "must fit in 64 bits")
     if params.n != 1:
         raise bad("n", "only n=1 is supported by the reference engine")
     for name in UNSUPPORTED:
@@ -113,9 +125,11 @@ def check_sampling_params(params: SamplingParams, vocab_size: int, param: str = 
     for token in params.stop_token_ids or ():
         if not 0 <= token < vocab_size:
             raise bad("stop_token_ids", f"token {token} is not in [0, {vocab_size})")
-    for key in params.logit_bias or {}:
+    for key, value in (params.logit_bias or {}).items():
         if not key.isdigit() or not 0 <= int(key) < vocab_size:
             raise bad("logit_bias", f"key {key!r} is not a token id in [0, {vocab_size})")
+        if not -LOGIT_BIAS_MAX <= value <= LOGIT_BIAS_MAX:  # NaN fails this too
+            raise bad("logit_bias", f"bias {value!r} of token {key} is not in [-{LOGIT_BIAS_MAX}, {LOGIT_BIAS_MAX}]")
     if params.temperature < 1e-6:  # greedy, as upstream normalizes it
         params.temperature, params.top_k = 1.0, 1
     stops = params.stop
@@ -207,6 +221,12 @@ def _batch(value: Any, n: int, name: str) -> list:
     return [value] * n
 
 
+def _single_rid(rid: Any) -> Optional[str]:
+    if isinstance(rid, list):
+        raise RequestError("rid: a single request takes one rid (a string), not a list", param="rid")
+    return rid
+
+
 def inputs_of(text: Any, input_ids: Any, tokenizer: Any) -> tuple[list[tuple[list[int], Optional[str]]], bool, str]:
     """[(ids, text)], is_batch, param name. Exactly one of text / input_ids."""
     if (text is None) == (input_ids is None):
@@ -229,11 +249,14 @@ def generate_specs(req: GenerateRequest, tokenizer: Any, vocab_size: int, contex
     if is_batch and req.stream:
         raise RequestError("stream: streaming a batch is not supported; send one request per stream", param="stream")
     raw_params = _batch(req.sampling_params, n, "sampling_params")
-    rids = _batch(req.rid, n, "rid") if is_batch else [req.rid]
+    rids = _batch(req.rid, n, "rid") if is_batch else [_single_rid(req.rid)]
     if is_batch and req.rid is not None and len(set(rids)) != n:
         raise RequestError("rid: batch rids must be distinct", param="rid")
     if req.token_ids_logprob is not None:
         check_input_ids(req.token_ids_logprob, vocab_size, "token_ids_logprob")
+    if req.top_logprobs_num > vocab_size:
+        raise RequestError(f"top_logprobs_num: {req.top_logprobs_num} is more than the vocabulary ({vocab_size})",
+                           param="top_logprobs_num")
     specs = []
     for i, ((ids, text), raw) in enumerate(zip(items, raw_params)):
         where = f"{name}[{i}]" if is_batch else name
@@ -260,7 +283,9 @@ def generate_specs(req: GenerateRequest, tokenizer: Any, vocab_size: int, contex
 
 def encode_specs(req: EncodeRequest, tokenizer: Any, vocab_size: int, context_length: int) -> tuple[list[EncodeSpec], bool]:
     items, is_batch, name = inputs_of(req.text, req.input_ids, tokenizer)
-    rids = _batch(req.rid, len(items), "rid") if is_batch else [req.rid]
+    rids = _batch(req.rid, len(items), "rid") if is_batch else [_single_rid(req.rid)]
+    if is_batch and req.rid is not None and len(set(rids)) != len(rids):
+        raise RequestError("rid: batch rids must be distinct", param="rid")
     specs = []
     for i, (ids, text) in enumerate(items):
         where = f"{name}[{i}]" if is_batch else name

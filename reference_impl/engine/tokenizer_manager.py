@@ -19,12 +19,13 @@ import time
 import uuid
 from array import array
 from dataclasses import asdict, dataclass, field
-from typing import Any, AsyncIterator, Optional, Sequence
+from typing import Any, AsyncIterator, Callable, Optional, Sequence
 
 import torch
 import zmq.asyncio
 
 from reference_impl import __version__
+from reference_impl.errors import WireError
 from reference_impl.io_struct import (
     AbortReq,
     BatchEmbeddingOutput,
@@ -91,8 +92,10 @@ class _Pending:
 
 
 class TokenizerManager:
-    def __init__(self, config: EngineConfig, ipc: IpcNames, children: Sequence[tuple[str, Any]] = ()) -> None:
+    def __init__(self, config: EngineConfig, ipc: IpcNames, children: Sequence[tuple[str, Any]] = (),
+                 on_child_death: Optional[Callable[[list[str]], None]] = None) -> None:
         self.config, self.ipc = config, ipc
+        self.on_child_death = on_child_death  # called once, after the waiting requests were failed
         self.children = list(children)  # (name, multiprocessing.Process)
         self.model_config = ModelConfig.load(config.model_path)
         self.tokenizer = ByteTokenizer.from_pretrained(config.model_path)
@@ -291,6 +294,8 @@ class TokenizerManager:
                 self.dead = dead
                 logger.error("engine process died: %s; failing %d requests", "; ".join(dead), len(self.states))
                 self._fail_all(EngineError(f"engine process died: {'; '.join(dead)}", 503))
+                if self.on_child_death is not None:
+                    self.on_child_death(dead)
 
     def _fail_all(self, error: EngineError) -> None:
         for state in list(self.states.values()):
@@ -304,6 +309,10 @@ class TokenizerManager:
     # -- requests --------------------------------------------------------------------
     def _new_state(self, rid: Optional[str], spec: Any, trace_header: Optional[dict], kind: str) -> ReqState:
         self.check_healthy()
+        rank = spec.routed_dp_rank
+        if rank is not None and not 0 <= rank < self.config.dp_size:
+            raise RequestError(f"routed_dp_rank: {rank} is not a data-parallel rank of this server "
+                               f"(0..{self.config.dp_size - 1})", param="routed_dp_rank")
         rid = rid or uuid.uuid4().hex
         if rid in self.states:
             raise RequestError(f"rid: a request with rid {rid!r} is already running", param="rid")
@@ -355,13 +364,26 @@ class TokenizerManager:
             top_logprobs_num=spec.top_logprobs_num, token_ids_logprob=spec.token_ids_logprob, stream=spec.stream,
             return_hidden_states=spec.return_hidden_states, routed_dp_rank=spec.routed_dp_rank,
             time_stats=state.stats)
-        try:
-            await self.sender.send(req)
-        except Exception:
-            self.states.pop(state.rid, None)
-            raise
+        await self._send_request(state, req)
         async for out in self._wait(state):
             yield out
+
+    async def _send_request(self, state: ReqState, req: Any) -> None:
+        """Send a request; on failure forget it. A value the wire cannot carry (e.g. an int beyond
+        64 bits) came from the client: 400 naming the field, not a 500."""
+        try:
+            await self.sender.send(req)
+        except WireError as exc:
+            self.states.pop(state.rid, None)
+            if state.span is not None:
+                state.span.end()
+            param = exc.path.lstrip(".") or None
+            raise RequestError(f"{param or 'body'}: cannot be sent to the engine: {exc.reason}", param=param) from None
+        except BaseException:
+            self.states.pop(state.rid, None)
+            if state.span is not None:
+                state.span.end()
+            raise
 
     async def encode(self, spec: EncodeSpec, trace_header: Optional[dict] = None) -> dict:
         state = self._new_state(spec.rid, spec, trace_header, "embed")
@@ -370,11 +392,7 @@ class TokenizerManager:
             token_type_ids=None, sampling_params=SamplingParams(max_new_tokens=0),
             return_pooled_hidden_states=spec.return_pooled_hidden_states, routed_dp_rank=spec.routed_dp_rank,
             time_stats=state.stats)
-        try:
-            await self.sender.send(req)
-        except Exception:
-            self.states.pop(state.rid, None)
-            raise
+        await self._send_request(state, req)
         waiter = self._wait(state)
         try:
             return await waiter.__anext__()
@@ -431,4 +449,6 @@ class TokenizerManager:
             "pids": {name: proc.pid for name, proc in self.children},
             "model_config": asdict(self.model_config),
             "healthy": self.health()[0],
+            # Bookkeeping of this process: both return to 0 when nothing is running (leak checks).
+            "in_flight": {"requests": len(self.states), "control": len(self.pending)},
         }
