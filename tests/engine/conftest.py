@@ -14,42 +14,18 @@ import os
 import signal
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
-from .harness import Client, ServerProcess
+from conformance.e2e import Client, EngineRun, ServerProcess, run_engine
+from conformance.e2e.scenario import count_records
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: end-to-end check against a real reference server (subprocesses, "
                                        "ZeroMQ, tiny model); select with -m e2e, skip with -m 'not e2e'")
-
-
-@dataclass
-class EngineRun:
-    name: str
-    transport: str
-    dp_size: int
-    info: dict = field(default_factory=dict)
-    scenario_results: dict = field(default_factory=dict)
-    scenario_error: str = ""
-    records: list = field(default_factory=list)
-    spans: list = field(default_factory=list)
-    shutdown: dict = field(default_factory=dict)
-    fault: dict = field(default_factory=dict)
-    log: str = ""
-    timings: dict = field(default_factory=dict)
-
-    @property
-    def results(self) -> dict:
-        """The scenario's responses; a check that needs them fails if the scenario did not finish
-        (checks of the tap and the spans still run on what was recorded)."""
-        if self.scenario_error:
-            pytest.fail(f"the scenario of run {self.name} failed: {self.scenario_error}", pytrace=False)
-        return self.scenario_results
 
 
 RUNS: dict[str, dict[str, Any]] = {
@@ -75,7 +51,9 @@ def minimal_scenario(server: ServerProcess) -> dict:
 def kill_scheduler_fault(server: ServerProcess) -> dict:
     """A scheduler dies while serving: the in-flight request errors, /health is 503, nothing hangs."""
     c = Client(server.url)
-    victim = server.info["pids"][f"scheduler_{server.dp_size - 1}"]
+    victim_name = f"scheduler_{server.dp_size - 1}"
+    victim = server.info["pids"][victim_name]
+    outputs = count_records(server, "tokenizer_manager")
     events: list = []
     error: dict = {}
 
@@ -90,7 +68,13 @@ def kill_scheduler_fault(server: ServerProcess) -> dict:
 
     reader = threading.Thread(target=stream, daemon=True)
     reader.start()
+    # Mid-stream, on a loaded machine too: freeze the scheduler as soon as its first output reached
+    # the tokenizer manager (its tap), so it cannot finish all 480 tokens before the client has
+    # seen the first event; then kill it.
     deadline = time.monotonic() + 10
+    while count_records(server, "tokenizer_manager") == outputs and time.monotonic() < deadline:
+        time.sleep(0.005)
+    os.kill(victim, signal.SIGSTOP)
     while not events and time.monotonic() < deadline:
         time.sleep(0.01)
     os.kill(victim, signal.SIGKILL)
@@ -122,10 +106,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if runs:
         terminalreporter.section("reference engine runs")
         for r in runs:
-            t = r.timings
-            terminalreporter.write_line(
-                f"{r.name:38s} startup {t.get('startup_s', 0):5.1f} s  scenario {t.get('scenario_s', 0):5.1f} s  "
-                f"shutdown {t.get('shutdown_s', 0):4.1f} s  {len(r.records)} IPC messages, {len(r.spans)} spans")
+            terminalreporter.write_line(r.timing_line())
 
 
 @pytest.fixture(scope="session")
@@ -136,11 +117,7 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def engine_run(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Callable[[str], EngineRun]:
-    from reference_impl.engine.tap import read_tap
-    from reference_impl.engine.tracing import read_spans
-
-    from .scenario import run_scenario
-
+    """The run of that name (conformance.e2e.run_engine), started on first use, once per session."""
     done = _DONE
 
     def get(name: str) -> EngineRun:
@@ -149,40 +126,19 @@ def engine_run(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> C
                 pytest.fail(f"run {name} failed earlier: {done[name]!r}")
             return done[name]
         spec = RUNS[name]
-        run = EngineRun(name, spec["transport"], spec["dp_size"])
         server = ServerProcess(tmp_path_factory.mktemp(name), spec["transport"], spec["dp_size"],
                                extra_args=tuple(spec.get("args", ())), use_cli=spec.get("use_cli", False),
                                env={"IPC_ENGINE_CACHE": str(model_cache)})
         try:
-            t0 = time.monotonic()
-            server.start()
-            run.timings["startup_s"] = time.monotonic() - t0
-            run.info = server.info
-            t0 = time.monotonic()
-            try:
-                scenario = minimal_scenario if spec.get("scenario") == "minimal" else run_scenario
-                run.scenario_results = scenario(server)
-                if spec.get("fault") == "kill_scheduler":
-                    run.fault = kill_scheduler_fault(server)
-            except Exception as exc:  # keep going: the tap and the spans are checked anyway
-                run.scenario_error = f"{exc!r}\n--- server log ---\n{server.log_tail(30)}"
-            run.timings["scenario_s"] = time.monotonic() - t0
+            run = run_engine(name, spec["transport"], spec["dp_size"], server.start,
+                             scenario=minimal_scenario if spec.get("scenario") == "minimal" else None,
+                             fault=kill_scheduler_fault if spec.get("fault") == "kill_scheduler" else None,
+                             stop_signal=spec["stop"])
         except BaseException as exc:
             server.kill()
             done[name] = exc
             raise RuntimeError(f"run {name} failed: {exc!r}\n--- server log ---\n{server.log_tail(60)}") from exc
-        finally:
-            if server.proc is not None and server.proc.poll() is None:
-                t0 = time.monotonic()
-                run.shutdown = server.stop(spec["stop"])
-                run.timings["shutdown_s"] = time.monotonic() - t0
-            elif server.proc is not None:
-                run.shutdown = server.stop(spec["stop"])
-        run.log = server.log_text()
-        run.records = read_tap(server.tap_dir)
-        run.spans = read_spans(server.trace_dir) if server.trace_dir.exists() else []
         done[name] = run
         return run
 
     return get
-

@@ -15,18 +15,18 @@ import pytest
 
 from reference_impl.engine.tokenizer import ByteTokenizer
 
-from .checks import (
+from conformance.e2e.checks import (
     leftover_wrapper_failures,
+    link_failures,
     max_batch,
     processes_in_trace,
-    struct_types,
     tensors_on_wire,
     time_stats_failures,
     trace_failures,
     wire_failures,
     wrapped_on_wire,
 )
-from .scenario import PARENT_SPAN, TRACE_IDS, comparable
+from conformance.e2e.scenario import PARENT_SPAN, TRACE_IDS, comparable, comparable_results
 
 pytestmark = pytest.mark.e2e
 
@@ -81,16 +81,7 @@ def test_time_stats_travel_in_pickle_wrappers_under_msgpack(run):
 
 
 def test_every_link_carries_its_messages(run):
-    types = struct_types(run.records)
-    assert types["controller<-tokenizer_manager"] >= {
-        "TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput", "AbortReq", "FlushCacheReqInput",
-        "UpdateWeightsFromTensorReqInput"}
-    for s in _schedulers(run):
-        assert types[f"{s}<-controller"] >= {"TokenizedGenerateReqInput", "AbortReq", "FlushCacheReqInput",
-                                             "UpdateWeightsFromTensorReqInput"}, s
-    assert types["detokenizer<-schedulers"] >= {"BatchTokenIDOutput", "BatchEmbeddingOutput"}
-    assert types["tokenizer_manager<-engine"] >= {"BatchStrOutput", "BatchEmbeddingOutput", "FlushCacheReqOutput",
-                                                  "UpdateWeightsFromTensorReqOutput"}
+    assert link_failures(run.records, run.dp_size) == []
 
 
 def test_tensors_cross_the_ipc_path(run):
@@ -99,7 +90,7 @@ def test_tensors_cross_the_ipc_path(run):
 
 def test_logprob_shapes_on_the_wire(run):
     """Streaming chunks after the first carry [[]] input logprobs; batches mix None and lists."""
-    from .checks import decode_raw
+    from conformance.e2e.checks import decode_raw
 
     shapes = set()
     for rec in run.records:
@@ -124,19 +115,10 @@ def test_one_linked_trace_across_all_processes(run, kind):
 
 
 # -- responses -----------------------------------------------------------------------------
-def _comparable_results(results: dict) -> dict:
-    out = dict(comparable(results))
-    out.pop("routed", None)
-    out["abort"] = results["abort"]["finish_type"]  # how far it got before the abort is timing
-    for key in ("flush_cache", "update_weights", "restore_weights"):
-        out[key] = results[key]["success"]  # the message names each scheduler
-    return out
-
-
 @pytest.mark.parametrize("other", [r for r in MAIN_RUNS if r != REFERENCE_RUN])
 def test_responses_identical_across_transports_and_dp_sizes(engine_run, other):
-    expected = _comparable_results(engine_run(REFERENCE_RUN).results)
-    actual = _comparable_results(engine_run(other).results)
+    expected = comparable_results(engine_run(REFERENCE_RUN).results)
+    actual = comparable_results(engine_run(other).results)
     differing = sorted(k for k in expected if expected[k] != actual.get(k))
     assert differing == [], {k: (expected[k], actual.get(k)) for k in differing[:2]}
 

@@ -98,3 +98,38 @@ def test_receive_path_checks_pass_on_the_reference(tmp_path):
                               | _ids("Scheduler", ROUTED_WRAPPED + CONTROL, "msgpack")
                               | _ids("Scheduler", ROUTED_WRAPPED + CONTROL, "pickle"))
     assert set(outcome.values()) == {"passed"}
+
+
+# -- the suite's opt-in E2E checks (conformance/suite/test_e2e.py) ------------------------------
+def _suite_e2e(adapter: str, tmp_path: Path) -> dict[str, dict]:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    report = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", adapter, "--transport", "msgpack", "--e2e",
+         "--expectations", os.devnull, "--report", str(report), "--", "-k", "E2E"],
+        capture_output=True, text=True, env=env, timeout=400,
+    )
+    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {r["id"]: r for r in json.loads(report.read_text())["results"]}
+
+
+@pytest.mark.e2e
+def test_suite_e2e_checks_pass_on_the_reference_and_catch_a_controller_that_skips_the_unwrap(tmp_path):
+    good = _suite_e2e("reference", tmp_path / "good")
+    assert {i: r["outcome"] for i, r in good.items() if r["outcome"] != "passed"} == {
+        "Required.E2E.All.SameResponsesAcrossTransports": "skipped"}  # one transport asked for
+    assert len(good) == 9
+    bad = _suite_e2e("receive_path_adapters:ControllerSkipsUnwrap", tmp_path / "bad")
+    leftover = bad["Required.E2E.msgpack.NoWrapperPastReceive"]
+    assert leftover["outcome"] == "failed" and "controller (controller<-tokenizer_manager, msgpack)" in leftover["message"]
+    assert bad["Required.E2E.msgpack.ServesScenario"]["outcome"] == "failed"
+    assert bad["Required.E2E.msgpack.ShutsDownCleanly"]["outcome"] == "passed"
+
+
+def test_e2e_checks_are_opt_in():
+    """Without --e2e they are deselected: nothing starts, the default run stays fast."""
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--", "-k", "E2E"],
+                          capture_output=True, text=True, timeout=300)
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-1] == "conformance: 0 passed, 0 failed, 0 skipped" and "deselected" in proc.stdout, proc.stdout[-2000:]

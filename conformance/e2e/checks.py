@@ -99,6 +99,27 @@ def struct_types(records: Iterable[TapRecord]) -> dict[str, set[str]]:
     return out
 
 
+def link_messages(dp_size: int) -> dict[str, set[str]]:
+    """The structs the scenario must send over each link (at least)."""
+    control = {"AbortReq", "FlushCacheReqInput", "UpdateWeightsFromTensorReqInput"}
+    out = {
+        "controller<-tokenizer_manager": {"TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput", *control},
+        "detokenizer<-schedulers": {"BatchTokenIDOutput", "BatchEmbeddingOutput"},
+        "tokenizer_manager<-engine": {"BatchStrOutput", "BatchEmbeddingOutput", "FlushCacheReqOutput",
+                                      "UpdateWeightsFromTensorReqOutput"},
+    }
+    for rank in range(dp_size):
+        out[f"scheduler_{rank}<-controller"] = {"TokenizedGenerateReqInput", *control}
+    return out
+
+
+def link_failures(records: Iterable[TapRecord], dp_size: int) -> list[str]:
+    """Every link carried the structs the scenario sends over it."""
+    seen = struct_types(records)
+    return [f"{link} never carried {sorted(wanted - seen.get(link, set()))} (saw {sorted(seen.get(link, set()))})"
+            for link, wanted in link_messages(dp_size).items() if not wanted <= seen.get(link, set())]
+
+
 def max_batch(records: Iterable[TapRecord], type_name: str = "BatchTokenIDOutput") -> int:
     best = 0
     for rec in records:

@@ -45,6 +45,16 @@ def comparable(value: Any) -> Any:
     return value
 
 
+def comparable_results(results: dict) -> dict:
+    """What must be identical between two runs of the scenario (any transport, any dp size)."""
+    out = dict(comparable(results))
+    out.pop("routed", None)
+    out["abort"] = results["abort"]["finish_type"]  # how far it got before the abort is timing
+    for key in ("flush_cache", "update_weights", "restore_weights"):
+        out[key] = results[key]["success"]  # the message names each scheduler
+    return out
+
+
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
