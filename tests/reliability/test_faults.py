@@ -1,0 +1,148 @@
+"""Faults: an engine process killed (SIGKILL) in the middle of a load.
+
+For each of the scheduler, the data-parallel controller and the detokenizer, one at a time:
+every in-flight request ends within a few seconds with an explicit error (503 naming the
+dead process; a stream gets an error event and [DONE]) - none hangs, none is silently
+lost; /health turns 503 and names it; new requests are refused at once; and the server
+then either shuts down by itself (--exit-on-child-death) or on SIGTERM, leaving no
+process and no IPC socket file behind. Killing the server process itself makes the
+children exit on their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+from typing import Optional
+
+import httpx
+import pytest
+
+from .server import Outcome, Server, async_client, generate, pid_alive
+
+pytestmark = pytest.mark.reliability
+TEST_TIMEOUT_S = 180
+
+IN_FLIGHT = 48  # concurrent requests when the process dies (half streaming)
+LONG = 480  # tokens each would generate (the tiny model's context is 512): none finishes before the kill
+ERROR_WITHIN_S = 5.0
+RESULTS: dict = {}
+
+
+async def _load_then_kill(server: Server, victim: str, kill_after_streams: int) -> tuple[list[Outcome], float]:
+    """IN_FLIGHT long requests; once `kill_after_streams` streams produced a token, SIGKILL the victim."""
+    pid = server.info["pids"][victim]
+    started = asyncio.Event()
+    async with async_client(server.url, IN_FLIGHT, timeout=60) as client:
+        tasks = [asyncio.ensure_future(generate(client, f"{victim}-{i}", stream=i % 2 == 0, max_new_tokens=LONG,
+                                                started=started if i % 2 == 0 else None))
+                 for i in range(IN_FLIGHT)]
+        await asyncio.wait_for(started.wait(), 60)
+        await asyncio.sleep(0.3)  # let every request get admitted
+        os.kill(pid, signal.SIGKILL)
+        killed_at = time.monotonic()
+        outcomes = list(await asyncio.gather(*tasks))
+    return outcomes, killed_at
+
+
+def _check_in_flight_requests_failed_fast(victim: str, outcomes: list[Outcome], killed_at: float) -> dict:
+    failed = [o for o in outcomes if not o.complete]
+    numbers = {
+        "in_flight": len(outcomes),
+        "completed_before_kill": sum(o.complete for o in outcomes),
+        "explicit_errors": sum(o.error is not None for o in outcomes),
+        "no_answer": sum(not o.complete and o.error is None for o in outcomes),
+        "slowest_error_s": round(max((o.ended_at - killed_at for o in failed), default=0.0), 2),
+    }
+    assert failed, f"no request was in flight when {victim} died: {numbers}"
+    for o in failed:
+        assert o.error is not None, f"{o.rid}: no explicit error ({o.transport_error or 'nothing'})"
+        assert o.error.get("code") == 503 and victim in o.error.get("message", ""), (o.rid, o.error)
+        assert o.ended_at - killed_at < ERROR_WITHIN_S, f"{o.rid} got its error {o.ended_at - killed_at:.1f} s late"
+        assert o.problems == [], o.problems
+        if o.stream:
+            assert o.status == 200 and o.done_markers == 1, o  # the stream ends properly: error event, [DONE]
+        else:
+            assert o.status == 503, o
+    return numbers
+
+
+def _check_unhealthy_and_refusing(server: Server, victim: str) -> dict:
+    t0 = time.monotonic()
+    health = server.health()
+    assert health.status_code == 503, health.text
+    assert any(victim in d for d in health.json()["dead"]), health.json()
+    r = httpx.post(server.url + "/generate", json={"text": "after", "sampling_params": {"max_new_tokens": 2}},
+                   timeout=5)
+    assert r.status_code == 503 and "died" in r.json()["message"], r.text
+    return {"health_and_refusal_s": round(time.monotonic() - t0, 2)}
+
+
+@pytest.fixture
+def server_factory(tmp_path, model_cache):
+    started: list[Server] = []
+
+    def make(dp_size: int = 1, args: tuple[str, ...] = ()) -> Server:
+        server = Server(tmp_path / f"server-{len(started)}", dp_size=dp_size,
+                        args=("--max-running-requests", "64", *args))
+        started.append(server)
+        return server.start(model_cache)
+
+    yield make
+    for server in started:  # whatever happened, nothing survives the test
+        server.kill()
+
+
+def test_scheduler_killed_mid_load(server_factory):
+    server = server_factory(dp_size=2)
+    outcomes, killed_at = asyncio.run(_load_then_kill(server, "scheduler_1", IN_FLIGHT // 2))
+    numbers = _check_in_flight_requests_failed_fast("scheduler_1", outcomes, killed_at)
+    numbers.update(_check_unhealthy_and_refusing(server, "scheduler_1"))
+    report = server.stop(signal.SIGTERM)
+    numbers["shutdown"] = report
+    RESULTS["scheduler"] = numbers
+    assert report == {"exit_code": 0, "hung": False, "orphans": {}, "ipc_dir_left": False}, report
+
+
+def test_controller_killed_mid_load_then_server_process_killed(server_factory):
+    server = server_factory()
+    outcomes, killed_at = asyncio.run(_load_then_kill(server, "controller", IN_FLIGHT // 2))
+    numbers = _check_in_flight_requests_failed_fast("controller", outcomes, killed_at)
+    numbers.update(_check_unhealthy_and_refusing(server, "controller"))
+    # Now the server process itself dies without cleaning up: the remaining children must notice
+    # (parent watch) and exit, removing the IPC directory.
+    os.kill(server.proc.pid, signal.SIGKILL)
+    server.proc.wait(10)
+    t0 = time.monotonic()
+    children = {n: p for n, p in server.info["pids"].items() if n != "controller"}
+    while time.monotonic() - t0 < 10 and any(pid_alive(p) for p in children.values()):
+        time.sleep(0.1)
+    numbers["children_gone_after_server_sigkill_s"] = round(time.monotonic() - t0, 2)
+    report = server.leftovers()
+    numbers["leftovers"] = report
+    RESULTS["controller"] = numbers
+    assert report == {"orphans": {}, "ipc_dir_left": False}, report
+    assert numbers["children_gone_after_server_sigkill_s"] < 5
+
+
+def test_detokenizer_killed_mid_load_server_exits_by_itself(server_factory):
+    server = server_factory(args=("--exit-on-child-death",))
+    outcomes, killed_at = asyncio.run(_load_then_kill(server, "detokenizer", IN_FLIGHT // 2))
+    numbers = _check_in_flight_requests_failed_fast("detokenizer", outcomes, killed_at)
+    code = server.wait_exit(15)
+    numbers["exit_code"] = code
+    numbers["exited_after_s"] = round(time.monotonic() - killed_at, 2)
+    report = server.leftovers()
+    numbers["leftovers"] = report
+    RESULTS["detokenizer"] = numbers
+    assert code == 3, f"exit code {code}:\n{server.log_tail()}"
+    assert report == {"orphans": {}, "ipc_dir_left": False}, report
+    assert "engine process died: detokenizer" in server.log_text()
+
+
+def test_zzz_report():
+    """Not a check: the measured numbers, for docs/reliability.md (pytest -s shows them)."""
+    for victim, numbers in RESULTS.items():
+        print(f"\n[faults] {victim}: {numbers}")
