@@ -17,7 +17,6 @@ import torch
 from conformance.adapters.reference import ReferenceAdapter
 from conformance.codegen import generate
 from conformance.manifest import load_manifest
-from conformance.manifest.extract import extract_with_classes
 from reference_impl import ext
 
 
@@ -105,14 +104,14 @@ class _ModuleAdapter(ReferenceAdapter):
         sys.modules[name] = module
         exec(compile(generate(manifest), name, "exec"), module.__dict__)
         self._defective = module
-        self._extracted = extract_with_classes(name, union_attr="CUSTOM_MESSAGE_TYPES", array_typecode="q")
+        self.catalogue_module = name
         union = Union[self.message_types() + (int, float, bool, bytes, None)]  # type: ignore[misc]
         self._encoder = msgspec.msgpack.Encoder(enc_hook=ext.enc_hook)
         self._decoder = msgspec.msgpack.Decoder(union, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())
 
     def message_types(self) -> tuple:
         return tuple(c for c in self.classes().values() if c.__name__ in {
-            s.name for s in self._extracted[0].messages} | {"PickleWrapper"})
+            s.name for s in self.live_manifest().messages} | {"PickleWrapper"})
 
     def encode(self, obj: Any, transport: str) -> bytes:
         return pickle.dumps(obj) if transport == "pickle" else self._encoder.encode(obj)

@@ -13,7 +13,6 @@ from pydantic import TypeAdapter, ValidationError
 
 from reference_impl import codec
 from reference_impl import io_struct as S
-from reference_impl.errors import WireError
 
 WEIGHTS = TypeAdapter(S.UpdateWeightsFromTensorReqInput)
 ALL_BYTES = bytes(range(256))

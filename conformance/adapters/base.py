@@ -24,14 +24,28 @@ class Adapter:
     name: str = "?"
     version: str = "?"
     transports: Sequence[str] = ("pickle", "msgpack")
+    #: Where the catalogue lives, for adapters that describe it by module: classes() and
+    #: live_manifest() then extract it once with these extractor options.
+    catalogue_module: Optional[str] = None
+    catalogue_options: Mapping[str, Any] = {}
+    _catalogue: Optional[tuple] = None
 
     def classes(self) -> Mapping[str, type]:
         """Every struct and enum of the catalogue, by name."""
-        raise NotImplementedError
+        return self._extracted()[1]
 
     def live_manifest(self) -> "Manifest":
         """The catalogue as the implementation defines it now (extracted from its classes)."""
-        raise NotImplementedError
+        return self._extracted()[0]
+
+    def _extracted(self) -> tuple:
+        if self.catalogue_module is None:
+            raise NotImplementedError(f"{type(self).__name__} sets no catalogue_module")
+        if self._catalogue is None:
+            from ..manifest.extract import extract_with_classes
+
+            self._catalogue = extract_with_classes(self.catalogue_module, **self.catalogue_options)
+        return self._catalogue
 
     def message_types(self) -> Sequence[type]:
         """The types the top-level decoder accepts (the tagged union)."""

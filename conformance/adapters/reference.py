@@ -15,6 +15,8 @@ TRACE_CARRIER = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba
 
 class ReferenceAdapter(Adapter):
     name = "reference"
+    catalogue_module = "reference_impl.io_struct"
+    catalogue_options = {"union_attr": "CUSTOM_MESSAGE_TYPES", "array_typecode": "q"}
 
     def __init__(self, *, engine_debug_skip_unwrap: Sequence[str] = ()) -> None:
         """engine_debug_skip_unwrap: test hook only (EngineConfig.debug_skip_unwrap): these engine
@@ -26,22 +28,7 @@ class ReferenceAdapter(Adapter):
         self._codec = codec
         self._module = io_struct
         self.version = getattr(reference_impl, "__version__", "0.1.0")
-        self._extracted: Any = None
         self.engine_debug_skip_unwrap = tuple(engine_debug_skip_unwrap)
-
-    def _extract(self) -> Any:
-        from ..manifest.extract import extract_with_classes
-
-        if self._extracted is None:
-            self._extracted = extract_with_classes(self._module.__name__, union_attr="CUSTOM_MESSAGE_TYPES",
-                                                   array_typecode="q")
-        return self._extracted
-
-    def classes(self) -> Mapping[str, type]:
-        return self._extract()[1]
-
-    def live_manifest(self) -> Any:
-        return self._extract()[0]
 
     def message_types(self) -> Sequence[type]:
         return self._codec.message_types()

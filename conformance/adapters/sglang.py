@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import pickle
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from .base import Adapter
 
@@ -21,26 +21,15 @@ CUSTOM_TYPE_MODULES = ("sglang.srt.managers.scheduler_components.kv_events_publi
 
 class SGLangAdapter(Adapter):
     name = "sglang"
+    catalogue_module = MODULE
+    catalogue_options = {"imports": CUSTOM_TYPE_MODULES, "array_typecode": "q"}
 
     def __init__(self) -> None:
         self._io = importlib.import_module(MODULE)
         for module in CUSTOM_TYPE_MODULES:
             importlib.import_module(module)
         self.version = importlib.metadata.version("sglang")
-        self._extracted: Any = None
 
-    def _extract(self) -> Any:
-        from ..manifest.extract import extract_with_classes
-
-        if self._extracted is None:
-            self._extracted = extract_with_classes(MODULE, imports=CUSTOM_TYPE_MODULES, array_typecode="q")
-        return self._extracted
-
-    def classes(self) -> Mapping[str, type]:
-        return self._extract()[1]
-
-    def live_manifest(self) -> Any:
-        return self._extract()[0]
 
     def message_types(self) -> Sequence[type]:
         return [t for t in self._io._all_types if isinstance(t, type) and hasattr(t, "__struct_config__")]
@@ -107,8 +96,6 @@ def _wrapped_copy(obj: Any, io: Any) -> Any:
     """Upstream wraps either through the struct's wrap_pickle_fields() or, for outputs,
     by passing wrap_as_pickle(value) into PickleWrapper-typed fields at construction."""
     import copy
-
-    import msgspec.inspect as mi
 
     clone = copy.copy(obj)
     if hasattr(clone, "wrap_pickle_fields"):
