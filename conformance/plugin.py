@@ -7,12 +7,11 @@ every check's outcome is recorded under its id (Required.<Area>.<Struct>.<Check>
 
 from __future__ import annotations
 
-from typing import Any
-
+import argparse
 import json
 import os
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pytest
 
@@ -42,7 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Recommended checks (e.g. security) fail the run too")
     group.addoption("--ipc-e2e", action="store_true",
                     help="also run the E2E checks: start the implementation's server per transport (about a minute)")
-    group.addoption("--ipc-summary", default="terminal", choices=("terminal", "caller"), help=argparse_suppress())
+    group.addoption("--ipc-summary", default="terminal", choices=("terminal", "caller"), help=argparse.SUPPRESS)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -250,12 +249,6 @@ def summary_line(records: list[dict[str, Any]]) -> str:
     counts = {k: sum(r["outcome"] == k for r in records) for k in ("passed", "failed", "skipped")}
     counts["skipped"] += sum(r["outcome"] == "recommended-failed" for r in records)
     return f"conformance: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
-
-
-def argparse_suppress() -> str:
-    import argparse
-
-    return argparse.SUPPRESS
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
