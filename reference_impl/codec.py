@@ -120,7 +120,7 @@ class _Catalogue:
         self.found, self.ambiguous = found, ambiguous
         self.types, self.type_set, self.by_tag = types, frozenset(types), by_tag
         self.decoder, self.frames_decoder = decoder, frames_decoder
-        self.fast_decoder, self.shadows = fast_decoder, shadows
+        self.fast = (fast_decoder, shadows) if fast_decoder is not None else None  # read as one
         self.plans: dict[type, Any] = {}  # top-level types that passed _check_top_level -> _encode_plan
         return True
 
@@ -526,8 +526,8 @@ def _decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder) -> Any:
             return _str_decoder.decode(data)
         except msgspec.DecodeError as exc:
             raise WireError("msgpack", str(exc)) from None
-    if len(data) >= FAST_DECODE_MIN and decoder is _catalogue.decoder and _catalogue.fast_decoder is not None:
-        obj = _fast_decode(data)
+    if len(data) >= FAST_DECODE_MIN and decoder is _catalogue.decoder and _catalogue.fast is not None:
+        obj = _fast_decode(data, *_catalogue.fast)
         if obj is not _MISS:
             return obj
     try:
@@ -550,16 +550,15 @@ FAST_DECODE_MIN = 1024
 _MISS = object()
 
 
-def _fast_decode(data: Any) -> Any:
+def _fast_decode(data: Any, fast_decoder: msgspec.msgpack.Decoder, shadows: dict) -> Any:
     """Decode with the catalogue's fast decoder; a List[array] field arrives as List[Ext] and
     becomes arrays in one batched pass. _MISS when anything is unusual (a decode error, an
     ext that is not a plain array): the caller then takes the plain path, errors included."""
-    catalogue = _catalogue
     try:
-        obj = catalogue.fast_decoder.decode(data)
-    except Exception:
+        obj = fast_decoder.decode(data)
+    except Exception:  # noqa: BLE001 - the plain path redoes it and reports properly
         return _MISS
-    twin = catalogue.shadows.get(type(obj))
+    twin = shadows.get(type(obj))
     if twin is None:
         return obj
     real, names = twin

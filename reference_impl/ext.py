@@ -125,7 +125,7 @@ def array_list_raw(values: list) -> Optional[msgspec.Raw]:
 
 
 def arrays_from_exts(exts: list) -> Optional[list]:
-    """The inverse of array_exts for a decoded List[Ext]: the arrays restore_array would
+    """The inverse of array_list_raw for a decoded List[Ext]: the arrays restore_array would
     give, or None when anything differs from the common case (the caller then decodes
     the message the ordinary way, which also produces the ordinary errors)."""
     if not exts:
@@ -135,10 +135,15 @@ def arrays_from_exts(exts: list) -> Optional[list]:
     datas = list(map(_ext_data, exts))
     head = datas[0][:_ARRAY_HEADER_LEN]
     typecode = _HEADER_TYPECODES.get(head)
-    if typecode is None or not all(map(bytes.startswith, datas, repeat(head))):
+    if typecode is None:
+        return None
+    tails = list(map(getitem, datas, repeat(_TAIL)))
+    # Every payload starts with `head` exactly when the payloads laid end to end equal
+    # head + tail, head + tail, ...: one comparison instead of a check per element.
+    if b"".join(datas) != head + head.join(tails):
         return None
     try:
-        return list(map(array.array, repeat(typecode), map(getitem, datas, repeat(_TAIL))))
+        return list(map(array.array, repeat(typecode), tails))
     except ValueError:  # a payload that is not a whole number of items
         return None
 
@@ -194,9 +199,14 @@ def tensor_metadata(tensor: torch.Tensor) -> tuple[list[int], str, str]:
 
 def _checked_shape(shape: Any, what: str) -> tuple[int, ...]:
     if type(shape) is list:  # the common cases, checked without a Python loop
-        if len(shape) == 1:
+        rank = len(shape)
+        if rank == 1:
             if type(shape[0]) is int and shape[0] >= 0:
                 return (shape[0],)
+        elif rank == 2:
+            rows, cols = shape
+            if type(rows) is int and type(cols) is int and rows >= 0 and cols >= 0:
+                return (rows, cols)
         elif set(map(type, shape)) <= _INT_ONLY and min(shape, default=0) >= 0:
             return tuple(shape)
     if not isinstance(shape, (list, tuple)) or not all(type(d) is int and d >= 0 for d in shape):
@@ -234,7 +244,9 @@ def restore_tensor(metadata: Any, raw: Any) -> torch.Tensor:
     else:
         # bytearray: the tensor owns writable memory independent of the socket buffer.
         tensor = torch.frombuffer(bytearray(raw), dtype=dtype)
-        if len(shape) != 1:  # frombuffer is already 1-d with the right length
+        if len(shape) > 1:  # (frombuffer is already 1-d with the right length)
+            tensor = tensor.view(*shape)  # contiguous: a view, and cheaper to call than reshape
+        elif not shape:
             tensor = tensor.reshape(shape)
     return tensor if device == "cpu" else _to_device(tensor, device)
 
@@ -327,13 +339,23 @@ def make_ext_hook(oob_frames: Optional[Callable[[], Optional[OobFrames]]] = None
 
     def ext_hook(code: int, data: memoryview) -> Any:
         if code == EXT_ARRAY:  # fast path for the common case; anything odd takes the checked path
-            raw = data.tobytes()
-            typecode = _HEADER_TYPECODES.get(raw[:_ARRAY_HEADER_LEN])
-            if typecode is not None:
-                try:
-                    return array.array(typecode, raw[_ARRAY_HEADER_LEN:])
-                except ValueError:
-                    pass
+            if len(data) <= 512:  # small: one copy to bytes, then cheap slicing
+                raw = data.tobytes()
+                typecode = _HEADER_TYPECODES.get(raw[:_ARRAY_HEADER_LEN])
+                if typecode is not None:
+                    try:
+                        return array.array(typecode, raw[_ARRAY_HEADER_LEN:])
+                    except ValueError:
+                        pass
+            else:  # large (a prompt's ids): copy the payload once, straight into the array
+                typecode = _HEADER_TYPECODES.get(data[:_ARRAY_HEADER_LEN].tobytes())
+                if typecode is not None:
+                    out = array.array(typecode)
+                    try:
+                        out.frombytes(data[_ARRAY_HEADER_LEN:])
+                        return out
+                    except ValueError:
+                        pass
         if code == EXT_TORCH_TENSOR:
             return restore_tensor(*unpack_buffer(data, "tensor"))
         if code == EXT_ARRAY:

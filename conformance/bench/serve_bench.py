@@ -6,9 +6,11 @@ request rate or all at once, a cap on concurrent requests) over the native ``/ge
 streaming API, and reports request / input / output token throughput, TTFT, ITL and
 end-to-end latency (mean, median, p90, p99) for each transport.
 
-Both servers (one per transport) run at the same time; the load alternates between them
-in rounds (ABBA order), so drift and neighbours' load hit both alike. Ratios are per round
-pair, summarised by their median.
+For each concurrency level one server per transport runs (both at once, started for that
+level with batch width = concurrency: the engine's decode step has a fixed shape, so a wider
+batch than needed only adds compute); the load alternates between them in rounds (ABBA
+order), so drift and neighbours' load hit both alike. Ratios are per round pair, summarised
+by their median.
 
 Presets: ``cpu`` (default) sizes the run for a small CPU machine with the built-in tiny
 model, where the model's compute is small and IPC is a visible part of each step; ``gpu`` is
@@ -38,17 +40,18 @@ from .timing import percentile
 
 TRANSPORTS = ("pickle", "msgpack")
 PRESETS: dict[str, dict[str, Any]] = {
-    # Built-in tiny model (context 512) on a 2-core CPU: a lone request, then a full batch.
-    "cpu": dict(concurrency=[1, 256], num_prompts=[24, 512], input_len=128, output_len=32, rounds=2,
-                max_running_requests=256, device="cpu", dp_size=1),
+    # Built-in tiny model on a 2-core CPU: a lone request, then a full batch.
+    "cpu": dict(concurrency=[1, 256], num_prompts=[16, 512], input_len=128, output_len=32, rounds=3, device="cpu",
+                dp_size=1),
     # The seed's measurement (SGLang PR: Qwen3-0.6B on one GPU): needs --model and a GPU.
     "gpu": dict(concurrency=[1, 1024], num_prompts=[64, 4096], input_len=1024, output_len=200, rounds=2,
-                max_running_requests=1024, device="cuda", dp_size=1),
+                device="cuda", dp_size=1),
 }
-TINY_MODEL_NOTE = ("model: the built-in tiny Llama-style checkpoint (hidden size 64, 2 layers, byte tokenizer). "
-                   "Its forward pass costs microseconds, so encode/decode and ZeroMQ hops between the tokenizer "
-                   "manager, scheduler and detokenizer are a visible part of every step: this run magnifies "
-                   "IPC cost on purpose; a real model on a GPU dilutes it.")
+TINY_MODEL_NOTE = ("model: the built-in tiny Llama-style checkpoint (hidden size 64, 2 layers, byte tokenizer), "
+                   "chosen so the model's compute stays small and the IPC between tokenizer manager, scheduler "
+                   "and detokenizer (encode, ZeroMQ, decode, every step) is a visible part of the time; each "
+                   "concurrency level gets its own servers with batch width = concurrency and context = input + "
+                   "output, because the engine's decode step has a fixed shape (batch width x context).")
 
 
 @dataclass
@@ -61,13 +64,14 @@ class Settings:
     input_len: int = 128
     output_len: int = 32
     request_rate: float = math.inf
-    rounds: int = 2
+    rounds: int = 3
     warmup: int = 4
     seed: int = 1
     model: Optional[str] = None
     device: str = "cpu"
     dp_size: int = 1
-    max_running_requests: int = 256
+    max_running_requests: Optional[int] = None  # None: each level's concurrency
+    context_length: Optional[int] = None  # None: input + output (the built-in model), the model's own otherwise
     port: int = 0  # 0: free ports
     startup_timeout: float = 180.0
     request_timeout: float = 600.0
@@ -88,13 +92,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--input-len", type=int, help="prompt tokens per request")
     p.add_argument("--output-len", type=int, help="generated tokens per request (ignore_eos)")
     p.add_argument("--request-rate", type=float, help="requests/s, Poisson arrivals (default inf: all at once)")
-    p.add_argument("--rounds", type=int, help="alternating rounds per transport and concurrency (default 2)")
+    p.add_argument("--rounds", type=int, help="alternating rounds per transport and concurrency (default 3)")
     p.add_argument("--warmup", type=int, help="warm-up requests per server before timing (default 4)")
     p.add_argument("--seed", type=int, help="prompt seed (default 1)")
     p.add_argument("--model", help="checkpoint directory (default: the built-in tiny model)")
     p.add_argument("--device", help="server device: cpu, cuda, auto")
     p.add_argument("--dp-size", type=int, help="data-parallel schedulers per server (default 1)")
-    p.add_argument("--max-running-requests", type=int, help="server batch width (default: the largest concurrency)")
+    p.add_argument("--max-running-requests", type=int,
+                   help="server batch width (default: each level's concurrency; the servers restart per level)")
+    p.add_argument("--context-length", type=int,
+                   help="server context length (default: input + output with the built-in model)")
     p.add_argument("--port", type=int, help="first server port (default: free ports)")
     p.add_argument("--server-arg", action="append", default=[], help="extra argument for the server (repeatable)")
     p.add_argument("--format", choices=["text", "markdown"], default="text")
@@ -116,14 +123,12 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     base = dict(PRESETS[args.preset])
     s = Settings(preset=args.preset, **base)
     for name in ("concurrency", "num_prompts", "input_len", "output_len", "request_rate", "rounds", "warmup",
-                 "seed", "model", "device", "dp_size", "max_running_requests", "port"):
+                 "seed", "model", "device", "dp_size", "max_running_requests", "context_length", "port"):
         value = getattr(args, name, None)
         if value is not None:
             setattr(s, name, value)
     if args.concurrency is not None and args.num_prompts is None:
         s.num_prompts = [max(8, 2 * c) for c in s.concurrency]
-    if args.concurrency is not None and args.max_running_requests is None:
-        s.max_running_requests = max(s.concurrency)
     s.urls = list(args.url)
     s.transports = list(dict.fromkeys(args.transport)) or list(TRANSPORTS)
     s.server_args = list(args.server_arg)
@@ -144,6 +149,14 @@ def validate(s: Settings) -> None:
     if s.model is None and s.input_len + s.output_len > 512 and not s.urls:
         raise ValueError(f"the built-in tiny model has a 512-token context; input {s.input_len} + output "
                          f"{s.output_len} does not fit (use --model)")
+    if s.context_length is not None and s.context_length < s.input_len + s.output_len:
+        raise ValueError(f"--context-length {s.context_length} < input {s.input_len} + output {s.output_len}")
+
+
+def server_context(s: Settings) -> Optional[int]:
+    if s.context_length is not None:
+        return s.context_length
+    return s.input_len + s.output_len if s.model is None else None
 
 
 # -- servers ------------------------------------------------------------------------------
@@ -156,15 +169,16 @@ def _free_port() -> int:
 class Server:
     """One reference server process (ipc-conformance serve), started and stopped here."""
 
-    def __init__(self, transport: str, port: int, s: Settings) -> None:
+    def __init__(self, transport: str, port: int, s: Settings, batch: int) -> None:
         self.transport, self.port = transport, port
         self.url = f"http://127.0.0.1:{port}"
         cmd = [sys.executable, "-m", "reference_impl.server", "--ipc-transport", transport, "--port", str(port),
-               "--device", s.device, "--dp-size", str(s.dp_size), "--max-running-requests",
-               str(s.max_running_requests), "--log-level", "warning",
-               "--request-timeout", str(s.request_timeout)]
+               "--device", s.device, "--dp-size", str(s.dp_size), "--max-running-requests", str(batch),
+               "--log-level", "warning", "--request-timeout", str(s.request_timeout)]
         if s.model:
             cmd += ["--model", s.model]
+        if server_context(s) is not None:
+            cmd += ["--context-length", str(server_context(s))]
         cmd += s.server_args
         self.cmd = cmd
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -200,6 +214,34 @@ class Server:
                 self.proc.wait()
         if self.proc.stderr:
             self.proc.stderr.close()
+
+
+def process_cpu_seconds(pid: int) -> Optional[float]:
+    """utime + stime of a local process (Linux /proc), None elsewhere or when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def server_pids(server_info: dict, main_pid: Optional[int]) -> dict[str, int]:
+    """Process name -> pid: the engine's children from /get_server_info, and the HTTP +
+    tokenizer manager process itself when this benchmark started it."""
+    pids = {name: int(pid) for name, pid in (server_info.get("pids") or {}).items()}
+    if main_pid is not None:
+        pids["tokenizer_manager"] = main_pid
+    return pids
+
+
+def cpu_snapshot(pids: dict[str, int]) -> dict[str, float]:
+    out = {}
+    for name, pid in pids.items():
+        value = process_cpu_seconds(pid)
+        if value is not None:
+            out[name] = value
+    return out
 
 
 # -- load -------------------------------------------------------------------------------------
@@ -317,6 +359,11 @@ def pool(runs: Sequence[dict], raw: Sequence[tuple[list[RequestResult], float]])
     for key in ("request_throughput", "input_throughput", "output_throughput"):
         merged[key] = percentile([run[key] for run in runs], 50)
         merged[key + "_rounds"] = [run[key] for run in runs]
+    # CPU seconds per 100 completed requests, per process, over all rounds.
+    done = sum(run["completed"] for run in runs)
+    names = sorted({k for run in runs for k in run.get("cpu_s", {})})
+    merged["cpu_ms_per_request"] = {k: 1000 * sum(run.get("cpu_s", {}).get(k, 0.0) for run in runs) / done
+                                    for k in names} if done else {}
     return merged
 
 
@@ -327,55 +374,66 @@ def log(msg: str) -> None:
 
 def run(s: Settings, log: Optional[Callable[[str], None]] = None) -> dict:
     say = log or (lambda _m: None)
-    servers: list[Server] = []
-    targets: dict[str, str] = {}
     info: dict[str, dict] = {}
-    try:
-        if s.urls:
-            import httpx
+    levels = []
+    fixed: dict[str, str] = {}
+    if s.urls:
+        import httpx
 
-            for url in s.urls:
-                url = url.rstrip("/")
-                server_info = httpx.get(url + "/get_server_info", timeout=10).json()
-                transport = server_info.get("transport") or server_info.get("ipc_transport") or url
-                targets[transport] = url
-                info[transport] = server_info
-        else:
-            port = s.port
-            for transport in s.transports:
-                servers.append(Server(transport, port or _free_port(), s))
-                if port:
-                    port += 1
-            for server in servers:
-                say(f"starting the {server.transport} server on port {server.port} ...")
-                info[server.transport] = server.wait_ready(s.startup_timeout)
-                targets[server.transport] = server.url
-        order = [t for t in TRANSPORTS if t in targets] + [t for t in targets if t not in TRANSPORTS]
-        for transport in order:
+        for url in s.urls:
+            url = url.rstrip("/")
+            server_info = httpx.get(url + "/get_server_info", timeout=10).json()
+            transport = server_info.get("transport") or url
+            fixed[transport] = url
+            info[transport] = server_info
+    for concurrency, n in zip(s.concurrency, s.num_prompts):
+        servers: list[Server] = []
+        try:
+            if fixed:
+                targets = dict(fixed)
+            else:  # fresh servers per level: the decode step's shape is the batch width
+                batch = s.max_running_requests or concurrency
+                port = s.port
+                for transport in s.transports:
+                    servers.append(Server(transport, port or _free_port(), s, batch))
+                    if port:
+                        port += 1
+                targets = {}
+                for server in servers:
+                    say(f"concurrency {concurrency}: starting the {server.transport} server (batch {batch}) ...")
+                    info[server.transport] = server.wait_ready(s.startup_timeout)
+                    targets[server.transport] = server.url
+            order = [t for t in TRANSPORTS if t in targets] + [t for t in targets if t not in TRANSPORTS]
+            main_pids = {sv.transport: sv.proc.pid for sv in servers}
+            pids = {t: server_pids(info.get(t, {}), main_pids.get(t)) for t in order}
             if s.warmup:
                 warm = make_prompts(s.warmup, s.input_len, s.seed + 999)
-                asyncio.run(run_load(targets[transport], warm, s.output_len, math.inf, s.warmup, s.seed))
-        levels = []
-        for concurrency, n in zip(s.concurrency, s.num_prompts):
+                for transport in order:
+                    asyncio.run(run_load(targets[transport], warm, s.output_len, math.inf,
+                                         min(s.warmup, concurrency), s.seed))
             prompts = make_prompts(n, s.input_len, s.seed)
             runs: dict[str, list[dict]] = {t: [] for t in order}
             raw: dict[str, list] = {t: [] for t in order}
             for rnd in range(s.rounds):
                 for transport in (order if rnd % 2 == 0 else order[::-1]):
                     say(f"concurrency {concurrency}, round {rnd + 1}/{s.rounds}: {transport}, {n} requests ...")
+                    before = cpu_snapshot(pids[transport])
                     results, duration = asyncio.run(run_load(targets[transport], prompts, s.output_len,
                                                              s.request_rate, concurrency, s.seed + rnd))
-                    runs[transport].append(summarize(results, duration))
+                    after = cpu_snapshot(pids[transport])
+                    run_summary = summarize(results, duration)
+                    run_summary["cpu_s"] = {k: after[k] - before[k] for k in after if k in before}
+                    runs[transport].append(run_summary)
                     raw[transport].append((results, duration))
-            level = {"concurrency": concurrency, "num_prompts": n,
-                     "transports": {t: pool(runs[t], raw[t]) for t in order}}
-            if "pickle" in runs and "msgpack" in runs:
-                level["ratios"] = _ratios(runs["pickle"], runs["msgpack"])
-            levels.append(level)
-    finally:
-        for server in servers:
-            server.stop()
-    ok = all(lv["transports"][t]["failed"] == 0 for lv in levels for t in lv["transports"]) if levels else False
+        finally:
+            for server in servers:
+                server.stop()
+        level = {"concurrency": concurrency, "num_prompts": n,
+                 "transports": {t: pool(runs[t], raw[t]) for t in order}}
+        if "pickle" in runs and "msgpack" in runs:
+            level["ratios"] = _ratios(runs["pickle"], runs["msgpack"])
+        levels.append(level)
+    ok = bool(levels) and all(m["failed"] == 0 for lv in levels for m in lv["transports"].values())
     return {"kind": "serve", "ok": ok, "settings": _settings_json(s), "meta": _meta(s, info),
             "notes": [TINY_MODEL_NOTE] if s.model is None and not s.urls else [], "levels": levels}
 
@@ -402,8 +460,8 @@ def _settings_json(s: Settings) -> dict:
 def _meta(s: Settings, info: dict) -> dict:
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
-            "servers": {t: {k: v for k, v in i.items() if k in ("transport", "dp_size", "device", "model_path",
-                                                                 "served_model_name", "max_running_requests")}
+            "servers": {t: {k: v for k, v in i.items() if k in ("transport", "dp_size", "device",
+                                                                 "served_model_name", "context_length")}
                         for t, i in info.items()}}
     try:
         meta["loadavg_at_start"] = os.getloadavg()
@@ -429,10 +487,15 @@ def _table(report: dict) -> tuple[list[str], list[list[str]]]:
         out = [fn(lv["transports"][t]) for lv in levels for t in transports]
         return out + [ratio(lv["ratios"]) for lv in levels if "ratios" in lv]
 
-    rows.append(["completed / failed"] + cells(lambda m: f"{m['completed']} / {m['failed']}", lambda r: ""))
+    rows.append(["completed / failed (all rounds)"] + cells(lambda m: f"{m['completed']} / {m['failed']}", lambda r: ""))
     for label, key in _ROWS[1:]:
         rows.append([label] + cells(lambda m, k=key: f"{m[k]:,.1f}",
                                     lambda r, k=key: f"{r[k]:.2f}x" if k in r else ""))
+    procs = sorted({p for lv in levels for m in lv["transports"].values() for p in m.get("cpu_ms_per_request", {})},
+                   key=lambda p: (p != "tokenizer_manager", p))
+    for proc in procs:
+        rows.append([f"CPU ms per request: {proc}"] + cells(
+            lambda m, p=proc: f"{m.get('cpu_ms_per_request', {}).get(p, math.nan):,.2f}", lambda r: ""))
     for metric, label in (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "end-to-end latency")):
         for stat in ("mean", "median", "p90", "p99"):
             rows.append([f"{label} {stat} (ms)"] + cells(
