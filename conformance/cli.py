@@ -208,8 +208,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--expectations", help="expected-failure list (default: conformance/expectations/<impl>.txt)")
     run.add_argument("--strict", action="store_true", help="Recommended checks (security) fail the run too")
     run.add_argument("--hypothesis-profile", choices=["dev", "ci", "thorough"],
-                     help="generated-value effort: dev (default), ci (derandomized; default when CI is set; "
-                          "expected-failure lists of generated checks are exact only here), thorough")
+                     help="generated-value effort: dev (default), ci (derandomized; "
+                          "the default when CI is set), thorough")
     run.add_argument("--e2e", action="store_true",
                      help="also run the E2E checks (Required.E2E.*): start the implementation's server once per "
                           "transport with its IPC tap on and send a fixed scenario (about a minute on 2 cores); "

@@ -172,10 +172,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         report.outcome = "skipped"
         report.wasxfail = expected.reason or "listed in the expected-failure list"
         report.ipc_message = _message_of_failure(call)
-    elif report.passed and ".Generated." in check_id and not ipc.hypothesis_settings.derandomize:
-        # A random search that found no counterexample proves nothing: only the derandomized
-        # ci profile holds generated checks to their list.
-        report.ipc_message = "listed failure not reproduced by this (random) hypothesis profile"
+    elif report.passed and ".Generated." in check_id:
+        # A search that met no counterexample proves nothing (even derandomized, hypothesis
+        # bounds its effort by time, so a loaded machine draws less): noted, never failed.
+        report.ipc_message = "listed generated failure not reproduced this run"
     elif report.passed:
         report.outcome = "failed"
         report.longrepr = (f"{check_id} is listed in {ipc.expectations_path} but passed: remove it "
@@ -240,6 +240,9 @@ def _message(report: pytest.TestReport) -> str:
 
 def expected_line(records: list[dict[str, Any]]) -> str:
     line = f"expected failures: {sum(r['outcome'] == 'xfailed' for r in records)}"
+    unreproduced = sum(r["message"] == "listed generated failure not reproduced this run" for r in records)
+    if unreproduced:
+        line += f", listed generated failures not reproduced: {unreproduced}"
     recommended = sum(r["outcome"] == "recommended-failed" for r in records)
     return line + (f", recommended checks failed: {recommended} (counted as skipped; --strict fails them)"
                    if recommended else "")

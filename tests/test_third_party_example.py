@@ -22,5 +22,8 @@ def test_minimal_python_implementation_passes_with_its_expectations(tmp_path):
     )
     lines = proc.stdout.strip().splitlines()
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert lines[-2] == "expected failures: 13"
+    # Every listed deterministic check fails as listed; listed generated ones may go unmet.
+    assert lines[-2].startswith("expected failures: ")
+    expected, _, unreproduced = lines[-2].partition(", listed generated failures not reproduced: ")
+    assert int(expected.split(": ")[1]) + int(unreproduced or 0) == 13
     assert lines[-1].startswith("conformance: ") and " 0 failed" in lines[-1]
