@@ -375,7 +375,12 @@ def _pickle_seeds() -> list[bytes]:
 def _testee_seeds() -> list[bytes]:
     from conformance.testee import protocol
 
+    started = {"type": "started", "protocol": 1, "implementation": {"name": "x", "version": "1"},
+               "manifest": "m", "transports": ["msgpack"], "ops": ["decode", "encode"]}
     return [protocol.pack({"type": "start", "protocol": 1}),
+            # the known findings, pinned so a short run always replays them (see Target.known)
+            protocol.pack({**started, "transports": [["msgpack"]]}),
+            struct.pack("<I", 1) + b"\xc1",
             protocol.pack({"type": "decode", "id": 1, "transport": "msgpack",
                            "payload": corpus.golden("AbortReq.typical")}),
             protocol.pack({"type": "started", "protocol": 1, "implementation": {"name": "x", "version": "1"},
@@ -390,9 +395,11 @@ TARGETS: dict[str, Target] = {t.name: t for t in (
     Target("ext_payloads", ext_payloads, _ext_seeds),
     Target("frames", frames, _frame_seeds),
     Target("pickle_wrapper", pickle_wrapper, _pickle_seeds),
-    Target("testee_frames", testee_frames, _testee_seeds),
+    Target("testee_frames", testee_frames, _testee_seeds,
+           known="conformance/testee/protocol.py check_started: a non-str item in 'transports' or 'ops' raises "
+                 "TypeError (unhashable), not ProtocolError (change request CR-2)"),
     Target("testee_requests", testee_requests, _testee_seeds,
-           known="reference_impl/testee.py dies on a frame that is not a msgpack map (change request)"),
+           known="reference_impl/testee.py dies on a frame that is not msgpack or not a map (change request CR-1)"),
 )}
 
 
