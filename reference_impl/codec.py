@@ -108,19 +108,22 @@ class _Catalogue:
         frames_decoder = msgspec.msgpack.Decoder(
             union, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook(_current_frames)
         )
-        # The fast decoder: the same union, but List[array] fields of the message types
-        # decode as plain Ext values (no Python call per element); see _fast_decode.
-        shadows = {shadow: (t, names) for t in types for shadow, names in [_shadow_of(t)] if shadow is not None}
-        fast_decoder = None
-        if shadows:
-            swap = {real: shadow for shadow, (real, _) in shadows.items()}
-            fast_union = Union[tuple(swap.get(t, t) for t in types) + (int, float, bool, bytes, None)]  # type: ignore[valid-type]
-            fast_decoder = msgspec.msgpack.Decoder(fast_union, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())
+        # Fast decoders for the message types with List[array] fields: a twin struct whose
+        # such fields decode as plain Ext values (no Python call per element), chosen by the
+        # message's first bytes (array header + tag); see _fast_decode.
+        fast = []
+        for t in types:
+            shadow, names = _shadow_of(t)
+            if shadow is not None:
+                prefix = ext.array_header(len(t.__struct_fields__) + 1) + msgspec.msgpack.encode(t.__struct_config__.tag)
+                twin = msgspec.msgpack.Decoder(shadow, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())
+                fast.append((prefix, twin, t, names))
         # Swap everything at once: a failed refresh leaves the previous catalogue intact.
         self.found, self.ambiguous = found, ambiguous
         self.types, self.type_set, self.by_tag = types, frozenset(types), by_tag
         self.decoder, self.frames_decoder = decoder, frames_decoder
-        self.fast = (fast_decoder, shadows) if fast_decoder is not None else None  # read as one
+        self.fast = tuple(fast)
+        self.peek = max((len(f[0]) for f in fast), default=0)
         self.plans: dict[type, Any] = {}  # top-level types that passed _check_top_level -> _encode_plan
         return True
 
@@ -498,15 +501,22 @@ def decode(
         except Exception as exc:
             raise WireError("pickle", f"{type(exc).__name__}: {exc}") from None
     else:
-        decoder = _catalogue.decoder
+        catalogue = _catalogue
         obj = _MISS
-        if 0 < len(data) < FAST_DECODE_MIN and data[0] not in _STR_MARKERS:
-            try:  # the common small message: straight to msgspec
-                obj = decoder.decode(data)
-            except Exception:  # noqa: BLE001 - the full path below redoes it and reports properly
-                pass
+        if len(data) and data[0] not in _STR_MARKERS:
+            if len(data) >= FAST_DECODE_MIN and catalogue.fast:
+                head = bytes(data[:catalogue.peek])
+                for prefix, twin, real, names in catalogue.fast:
+                    if head.startswith(prefix):
+                        obj = _fast_decode(data, twin, real, names)
+                        break
+            if obj is _MISS:
+                try:  # straight to msgspec
+                    obj = catalogue.decoder.decode(data)
+                except Exception:  # noqa: BLE001 - the full path below redoes it and reports properly
+                    pass
         if obj is _MISS:
-            obj = _decode_msgpack(data, decoder)
+            obj = _decode_msgpack(data, catalogue.decoder)
     if unwrap_wrappers:
         cls = type(obj)
         getter = _opaque_getters.get(cls) or _opaque_getter(cls)
@@ -526,10 +536,6 @@ def _decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder) -> Any:
             return _str_decoder.decode(data)
         except msgspec.DecodeError as exc:
             raise WireError("msgpack", str(exc)) from None
-    if len(data) >= FAST_DECODE_MIN and decoder is _catalogue.decoder and _catalogue.fast is not None:
-        obj = _fast_decode(data, *_catalogue.fast)
-        if obj is not _MISS:
-            return obj
     try:
         return decoder.decode(data)
     except msgspec.ValidationError as exc:
@@ -545,23 +551,21 @@ def _decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder) -> Any:
         raise WireError("msgpack", f"{type(exc).__name__}: {exc}", struct=_peek_struct(data)[0]) from None
 
 
-# Messages at least this long try the fast decoder first (it pays off from a few arrays).
+# Messages of a type with List[array] fields at least this long take the twin decoder (it
+# pays off from about ten arrays).
 FAST_DECODE_MIN = 1024
 _MISS = object()
 
 
-def _fast_decode(data: Any, fast_decoder: msgspec.msgpack.Decoder, shadows: dict) -> Any:
-    """Decode with the catalogue's fast decoder; a List[array] field arrives as List[Ext] and
-    becomes arrays in one batched pass. _MISS when anything is unusual (a decode error, an
-    ext that is not a plain array): the caller then takes the plain path, errors included."""
+def _fast_decode(data: Any, twin: msgspec.msgpack.Decoder, real: type, names: tuple[str, ...]) -> Any:
+    """Decode a message of type `real` through its twin decoder: the List[array] fields arrive
+    as List[Ext] and become arrays in one batched pass. _MISS when anything is unusual (a
+    decode error, an ext that is not a plain array): the caller then takes the plain path,
+    which gives the same value or the ordinary error."""
     try:
-        obj = fast_decoder.decode(data)
+        obj = twin.decode(data)
     except Exception:  # noqa: BLE001 - the plain path redoes it and reports properly
         return _MISS
-    twin = shadows.get(type(obj))
-    if twin is None:
-        return obj
-    real, names = twin
     values = msgspec.structs.asdict(obj)
     for name in names:
         exts = values[name]

@@ -174,8 +174,9 @@ def tensor_bytes(tensor: torch.Tensor) -> tuple[torch.Tensor, memoryview]:
     else:
         # Lazy conjugate/negative views must be materialized before their bits are read.
         cpu = tensor.detach().resolve_conj().resolve_neg().to("cpu").contiguous()
-    if cpu.dtype in _NUMPY_DTYPES and cpu.dim() and cpu.numel():
-        return cpu, memoryview(cpu.numpy()).cast("B")
+    if cpu.dim() and cpu.numel():  # contiguous, not 0-d, not empty: one view, cast to bytes
+        arr = cpu.numpy() if cpu.dtype in _NUMPY_DTYPES else cpu.view(torch.uint8).numpy()
+        return cpu, memoryview(arr).cast("B")
     flat = cpu.reshape(-1)
     if flat.dtype is not torch.uint8:
         flat = flat.view(torch.uint8)

@@ -297,7 +297,7 @@ def test_odd_array_ext_in_a_large_batch_decodes_like_the_plain_path(change):
 def _plain_path(data):
     """codec.decode with the fast decoder switched off."""
     saved = codec._catalogue.fast
-    codec._catalogue.fast = None
+    codec._catalogue.fast = ()
     try:
         return codec.decode(data, "msgpack")
     finally:
@@ -347,3 +347,18 @@ def test_small_message_fast_path_keeps_the_errors():
     with pytest.raises(WireError, match="msgpack decode"):
         codec.decode(b"", "msgpack")
     assert codec.decode(msgspec.msgpack.encode("text"), "msgpack") == "text"
+
+
+@pytest.mark.parametrize("struct", ["BatchTokenIDOutput", "BatchStrOutput"])
+def test_large_batches_take_the_twin_decoder(struct, monkeypatch):
+    from conformance.bench.payloads import batch_str_output, batch_token_id_output
+
+    build = batch_token_id_output if struct == "BatchTokenIDOutput" else batch_str_output
+    msg = build(64, True)(S)
+    data = codec.encode(msg, "msgpack")
+    calls = []
+    real = codec._fast_decode
+    monkeypatch.setattr(codec, "_fast_decode", lambda *a: calls.append(a[2]) or real(*a))
+    got = codec.decode(data, "msgpack")
+    assert calls == [type(msg)] and type(got) is type(msg)
+    assert got == _plain_path(data) == msg
