@@ -673,11 +673,16 @@ def encode_frames(obj: Any, transport: Optional[str] = None, *, threshold: int =
     if transport == "pickle":
         return [encode(obj, transport)]
     _check_top_level(obj, transport)
-    collector = _FrameCollector(threshold)
     wrapped = wrap_fields(obj)
     names = _array_list_fields(type(obj)) if isinstance(obj, msgspec.Struct) else ()
     message = _with_array_raw(wrapped, names, copied=wrapped is not obj) if names else wrapped
     try:
+        if threshold >= SPLICE_THRESHOLD:
+            try:  # no tensor/ndarray of SPLICE_THRESHOLD bytes or more: one frame, as encode()
+                return [_encoder.encode(message)]
+            except _LargeBuffer:
+                pass
+        collector = _FrameCollector(threshold)
         head = msgspec.msgpack.Encoder(enc_hook=collector).encode(message)
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
         raise _encode_error(wrapped, transport, exc) from None

@@ -362,3 +362,17 @@ def test_large_batches_take_the_twin_decoder(struct, monkeypatch):
     got = codec.decode(data, "msgpack")
     assert calls == [type(msg)] and type(got) is type(msg)
     assert got == _plain_path(data) == msg
+
+
+@pytest.mark.parametrize("nbytes", [0, 1024, (1 << 18) - 4, 1 << 18, (1 << 20) - 4, 1 << 20, 3 << 20])
+def test_frames_are_those_of_the_collector_path(nbytes):
+    """encode_frames' one-frame shortcut gives what the frame collector gives."""
+    t = torch.arange(max(1, nbytes // 4), dtype=torch.float32)
+    msg = S.BatchEmbeddingOutput(rids=["a"], finished_reasons=[None], embeddings=[0.0], prompt_tokens=[1],
+                                 cached_tokens=[0], placeholder_tokens_idx=None, placeholder_tokens_val=None,
+                                 pooled_hidden_states=[t, t[:3].clone()])
+    collector = codec._FrameCollector(codec.OOB_THRESHOLD)
+    want = [msgspec.msgpack.Encoder(enc_hook=collector).encode(msg), *collector.frames]
+    got = codec.encode_frames(msg, "msgpack")
+    assert [bytes(f) for f in got] == [bytes(f) for f in want]
+    assert torch.equal(codec.decode_frames(got, "msgpack").pooled_hidden_states[0], t)
