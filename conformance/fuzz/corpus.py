@@ -215,9 +215,13 @@ def cases() -> list[Case]:
     add(Case("shape/bytes mismatch", in_tensor_field(tensor_ext([2, 2])), struct="BatchEmbeddingOutput",
              path=".pooled_hidden_states[0]", says="needs 16 bytes, got 4"))
     for name in ("float128", "Tensor", "device", "", "__class__", "qint8", "quint8", "qint32", "quint4x2",
-                 "bits8", "uint1", "int3"):
+                 "quint2x4"):
         add(Case(f"dtype {name!r} is not a wire dtype", in_tensor_field(tensor_ext([1], name, raw=b"\0")),
                  struct="BatchEmbeddingOutput", path=".pooled_hidden_states[0]", says="dtype"))
+    for name in ("bits8", "uint1", "int3", "float4_e2m1fn_x2", "complex32"):  # torch sends these: they travel
+        itemsize = 4 if name == "complex32" else 1
+        add(Case(f"dtype {name!r} travels", in_tensor_field(tensor_ext([1], name, raw=b"\0" * itemsize)),
+                 outcome="ok", decodes_to="BatchEmbeddingOutput"))
     add(Case("dtype is an int", in_tensor_field(tensor_ext([1], 5)), struct="BatchEmbeddingOutput",
              path=".pooled_hidden_states[0]", says="dtype"))
     for device in ("hpu", "privateuseone", "", "meta", "cuda:99999999999999999999", "nonsense:0", "xla"):
