@@ -112,10 +112,10 @@ def test_codec_plot_is_a_png(codec_run, tmp_path):
 def test_bench_codec_command(tmp_path, capsys):
     path = tmp_path / "r.json"
     assert cli_main(["bench", "codec", "--impl", "reference", "--tiny", "--reps", "3", "--min-time", "0.0005",
-                     "--payload", "BatchTokenIDOutput", "--json", str(path), "--quiet"]) == 0
+                     "--payload", "tensor", "--json", str(path), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert "BatchTokenIDOutput x4" in out and "TokenizedGenerateReqInput" not in out
-    assert [p["payload"] for p in json.loads(path.read_text())["payloads"]] == ["BatchTokenIDOutput x4"]
+    assert "tensor float32 1 KiB" in out and "memcpy" in out and "BatchTokenIDOutput" not in out
+    assert [p["payload"] for p in json.loads(path.read_text())["payloads"]] == ["tensor float32 1 KiB"]
 
 
 def test_payloads_build_for_any_class_mapping():

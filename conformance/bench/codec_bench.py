@@ -5,7 +5,8 @@ Transports (rows of the table):
   msgpack           reference_impl.codec encode / decode (trusted receive path, unwrap included)
   msgpack+oob       reference_impl.codec encode_frames / decode_frames: large tensors as
                     separate frames (payloads with tensors only)
-  sglang msgpack    upstream SGLang's msgpack_encode / msgpack_decode (when installed)
+  sglang msgpack    upstream SGLang's msgpack_encode / msgpack_decode (when installed; not for
+                    the "engine" payloads, whose PickleWrapper contents are reference-private)
   memcpy            one plain copy of the tensor bytes into fresh memory (tensor payloads):
                     the physical floor for anything that hands the receiver its own copy
 
@@ -121,7 +122,7 @@ def _tensor_view(obj: Any) -> memoryview:
 # -- running --------------------------------------------------------------------------
 def bench_payload(payload: Payload, impls: dict[str, Any], tps: Sequence[Transport], reps: int,
                   min_time: float, clock: str = "cpu", collect: bool = False) -> dict:
-    objs = {name: payload.build(classes) for name, classes in impls.items()}
+    objs = {name: payload.build(classes) for name, classes in impls.items() if name in payload.impls}
     cases: dict[str, Callable[[], Any]] = {}
     rows: dict[str, dict] = {}
     wires: dict[str, Any] = {}
@@ -203,7 +204,10 @@ def run(impl: str = "auto", payload_filter: Sequence[str] = (), reps: int = 15, 
     for payload in payloads:
         if progress:
             progress(payload.name)
-        results.append(bench_payload(payload, impls, tps, reps, min_time, clock, collect))
+        try:
+            results.append(bench_payload(payload, impls, tps, reps, min_time, clock, collect))
+        except ImportError as exc:  # e.g. the engine payloads without the serve extra
+            notes.append(f"{payload.name}: skipped ({type(exc).__name__}: {exc})")
     report = {"kind": "codec", "meta": machine_meta(impls, reps=reps, min_time=min_time, clock=clock,
                                                     gc="on" if collect else "paused while timing"),
               "notes": notes,

@@ -32,9 +32,10 @@ TOP_K = 5  # top logprobs per token in the "with logprobs" payloads
 @dataclass(frozen=True)
 class Payload:
     name: str
-    group: str  # request | batch | hidden | tensor
+    group: str  # request | batch | hidden | tensor | engine
     build: Callable[[Any], Any] = field(repr=False, compare=False)
     tensor_bytes: int = 0  # raw tensor bytes carried (tensor payloads)
+    impls: tuple[str, ...] = ("reference", "sglang")  # whose classes can carry it
 
     @property
     def has_tensors(self) -> bool:
@@ -164,6 +165,29 @@ def tensor_message(nbytes: int, dtype: torch.dtype) -> Callable[[Any], Any]:
     return build
 
 
+# -- the reference engine's own messages ----------------------------------------------------
+def engine_step(struct: str, n: int) -> Callable[[Any], Any]:
+    """A message as the reference engine sends it: with the per-request time stats (trace
+    context included) that ride in the PickleWrapper field `time_stats`, as in SGLang 0.5.23.
+    Reference only: what is inside a PickleWrapper is implementation-private."""
+
+    def build(classes: Any) -> Any:
+        from reference_impl.engine.tracing import ReqTimeStats  # needs the serve extra (OpenTelemetry)
+
+        def stats(rid: str, i: int) -> Any:
+            s = ReqTimeStats(rid=rid, trace_carrier={"traceparent": f"00-{i:032x}-{i:016x}-01"})
+            s.stamps.update(created=1.7e9 + i, scheduled=1.7e9 + i + 0.001, prefill_done=1.7e9 + i + 0.002)
+            return s
+
+        if struct == "TokenizedGenerateReqInput":
+            msg = generate_request(n)(classes)
+            return msgspec.structs.replace(msg, time_stats=stats(msg.rid, 0))
+        msg = (batch_token_id_output if struct == "BatchTokenIDOutput" else batch_str_output)(n, False)(classes)
+        return msgspec.structs.replace(msg, time_stats=[stats(rid, i) for i, rid in enumerate(msg.rids)])
+
+    return build
+
+
 def _size(nbytes: int) -> str:
     return f"{nbytes // MiB} MiB" if nbytes >= MiB else f"{nbytes // KiB} KiB"
 
@@ -180,6 +204,8 @@ def default_payloads(max_tensor_bytes: Optional[int] = None, tiny: bool = False)
             Payload("BatchTokenIDOutput x4", "batch", batch_token_id_output(4, False)),
             Payload("BatchStrOutput x4 +logprobs", "batch", batch_str_output(4, True)),
             Payload("tensor float32 1 KiB", "tensor", tensor_message(KiB, torch.float32), KiB),
+            Payload("engine BatchTokenIDOutput x4 +time stats", "engine", engine_step("BatchTokenIDOutput", 4),
+                    impls=("reference",)),
         ]
     out = [Payload(f"TokenizedGenerateReqInput {n} ids", "request", generate_request(n)) for n in (128, 8192)]
     for struct, builder in (("BatchTokenIDOutput", batch_token_id_output), ("BatchStrOutput", batch_str_output)):
@@ -189,6 +215,12 @@ def default_payloads(max_tensor_bytes: Optional[int] = None, tiny: bool = False)
     out.append(Payload("BatchEmbeddingOutput x64 dim 1024", "batch", batch_embedding_output(64, 1024)))
     out.append(Payload("hidden states x64 bfloat16[4096]", "hidden", hidden_states(64, 4096, torch.bfloat16),
                        64 * 4096 * 2))
+    out += [Payload("engine TokenizedGenerateReqInput 128 ids +time stats", "engine",
+                    engine_step("TokenizedGenerateReqInput", 128), impls=("reference",)),
+            Payload("engine BatchTokenIDOutput x256 +time stats", "engine", engine_step("BatchTokenIDOutput", 256),
+                    impls=("reference",)),
+            Payload("engine BatchStrOutput x256 +time stats", "engine", engine_step("BatchStrOutput", 256),
+                    impls=("reference",))]
     for dtype in (torch.float32, torch.bfloat16):
         for nbytes in TENSOR_SIZES:
             if max_tensor_bytes is None or nbytes <= max_tensor_bytes:

@@ -26,6 +26,8 @@ def plot_codec(report: dict, path: str) -> None:
             pts = [(x, y) for x, y in pts if y]
             if pts:
                 left.plot(*zip(*pts), style, marker="o", color=COLORS.get(name), label=f"{name} ({dtype})")
+        if name == "memcpy":  # the floor of the tensor bytes only, not of a whole message
+            continue
         pts = sorted((p["message_bytes"], _throughput(p, name, p["message_bytes"]))
                      for p in others if name in p["transports"] and p["message_bytes"])
         pts = [(x, y) for x, y in pts if y]
