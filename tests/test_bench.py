@@ -376,3 +376,8 @@ def test_frames_are_those_of_the_collector_path(nbytes):
     got = codec.encode_frames(msg, "msgpack")
     assert [bytes(f) for f in got] == [bytes(f) for f in want]
     assert torch.equal(codec.decode_frames(got, "msgpack").pooled_hidden_states[0], t)
+
+
+def test_bench_codec_unknown_implementation_is_a_clean_error(capsys):
+    assert cli_main(["bench", "codec", "--impl", "nope", "--tiny", "--quiet"]) == 2
+    assert "unknown implementation" in capsys.readouterr().err

@@ -24,9 +24,13 @@ def _codec(args: argparse.Namespace) -> int:
     from . import codec_bench as cb
 
     progress = None if args.quiet else cb.main_progress
-    report = cb.run(impl=args.impl, payload_filter=args.payload, reps=args.reps, min_time=args.min_time,
-                    max_tensor_bytes=args.max_tensor_bytes, tiny=args.tiny, clock=args.clock,
-                    collect=args.gc, progress=progress)
+    try:
+        report = cb.run(impl=args.impl, payload_filter=args.payload, reps=args.reps, min_time=args.min_time,
+                        max_tensor_bytes=args.max_tensor_bytes, tiny=args.tiny, clock=args.clock,
+                        collect=args.gc, progress=progress)
+    except (ValueError, RuntimeError) as exc:  # unknown --impl, SGLang asked for but not importable
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     out = cb.render_markdown(report) if args.format == "markdown" else cb.render_text(report)
     sys.stdout.write(out)
     if args.json:
