@@ -28,7 +28,7 @@ import msgspec.inspect as mi
 import numpy as np
 import torch
 
-from . import ext, io_struct
+from . import ext, io_struct, wire_scan
 from .errors import WireError
 from .io_struct import PickleWrapper
 from .pickle_wrapper import map_wrapped, opaque_fields, unwrap_value, wrap
@@ -481,6 +481,47 @@ _PATH = re.compile(r" - at `\$(.*)`$")
 _STEP = re.compile(r"\[(\d+|\.\.\.)\]|\.([A-Za-z_][A-Za-z_0-9]*)|\[(\"[^\"]*\"|'[^']*'|[^\]]*)\]")
 
 
+def _limit_from_env(name: str, default: Optional[int]) -> Optional[int]:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not an integer") from None
+    return value if value > 0 else None  # 0 or negative: no limit
+
+
+#: Largest message decode accepts, in bytes (a multipart message: all frames together); None =
+#: no limit. Env IPC_MAX_MESSAGE_BYTES (0: none). Per call: decode(..., max_bytes=N).
+MAX_MESSAGE_BYTES: Optional[int] = _limit_from_env("IPC_MAX_MESSAGE_BYTES", 1 << 30)
+#: Deepest nesting of arrays/maps decode accepts (msgpack). None (the default) = the bound of
+#: msgspec's C decoder, which stops at the interpreter's recursion limit (about 1000 levels) with
+#: a WireError; a number makes decode check the nesting first (a Python pre-scan of the bytes:
+#: costs time, use it for peers you do not trust). Env IPC_MAX_NESTING. Per call: max_nesting=N.
+MAX_NESTING: Optional[int] = _limit_from_env("IPC_MAX_NESTING", None)
+
+
+def _too_large(transport: str, size: int, limit: int) -> WireError:
+    return WireError(transport, f"message of {size} bytes is over the limit of {limit} bytes "
+                                "(max_bytes / IPC_MAX_MESSAGE_BYTES)")
+
+
+def _check_limits(data: Any, transport: str, max_bytes: Optional[int], max_nesting: Optional[int],
+                  size: Optional[int] = None) -> None:
+    limit = MAX_MESSAGE_BYTES if max_bytes is None else (max_bytes or None)
+    size = len(data) if size is None else size
+    if limit is not None and size > limit:
+        raise _too_large(transport, size, limit)
+    depth = MAX_NESTING if max_nesting is None else (max_nesting or None)
+    if depth is not None and transport == "msgpack":
+        found = wire_scan.scan(data, max_depth=depth, check_utf8=False)
+        if found.problem is not None and found.problem.kind == "depth":
+            struct, path = _place(found.tag, found.problem.path)
+            raise WireError("msgpack", f"nesting deeper than {depth} levels (max_nesting / IPC_MAX_NESTING)",
+                            struct=struct, path=path)
+
+
 def decode(
     data: Union[bytes, bytearray, memoryview],
     transport: Optional[str] = None,
@@ -488,12 +529,21 @@ def decode(
     allow_pickle: bool = False,
     unwrap_wrappers: bool = True,
     trusted_globals: Iterable[tuple[str, str]] = (),
+    max_bytes: Optional[int] = None,
+    max_nesting: Optional[int] = None,
 ) -> Any:
     """Decode one message. With unwrap_wrappers (the default) every PickleWrapper is
     opened, so a receive path never hands a wrapper downstream; for msgpack that
-    needs allow_pickle=True (a trusted peer), else the message is refused."""
+    needs allow_pickle=True (a trusted peer), else the message is refused.
+    max_bytes / max_nesting override MAX_MESSAGE_BYTES / MAX_NESTING for this call (0: no limit).
+    Whatever the input, the only exception is WireError."""
     if transport not in _TRANSPORT_SET:
         transport = _check_transport(transport)
+    limit = MAX_MESSAGE_BYTES if max_bytes is None else max_bytes
+    if limit and len(data) > limit:
+        raise _too_large(transport, len(data), limit)
+    if max_nesting is not None or MAX_NESTING is not None:
+        _check_limits(data, transport, 0, max_nesting)
     if transport == "pickle":
         # The pickle transport is for trusted peers only, by definition (spec: security).
         try:
@@ -544,11 +594,62 @@ def _decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder) -> Any:
             if _catalogue.refresh():  # a subclass defined after start-up: retry with it
                 return _decode_msgpack(data, _catalogue.decoder if plain else _catalogue.frames_decoder)
         raise _decode_error(data, exc) from None
-    except WireError as exc:
-        struct, _ = _peek_struct(data)
-        raise WireError("msgpack", exc.reason, struct=struct) from None
-    except (msgspec.DecodeError, TypeError, ValueError, OverflowError, RecursionError) as exc:
-        raise WireError("msgpack", f"{type(exc).__name__}: {exc}", struct=_peek_struct(data)[0]) from None
+    except WireError as exc:  # raised by an extension hook: msgspec does not say where
+        raise _located(data, exc.reason, hook_error=exc) from None
+    except RecursionError:
+        raise _located(data, "nesting deeper than the decoder allows (the interpreter's recursion limit)",
+                       deepest=True) from None
+    except msgspec.DecodeError as exc:  # truncated, invalid UTF-8, trailing bytes, invalid byte
+        raise _located(data, str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - whatever a hook or the runtime raised: still one WireError
+        raise _located(data, f"{type(exc).__name__}: {exc}", hook_error=exc) from None
+
+
+def _place(tag: Optional[str], raw: Optional[list]) -> tuple[Optional[str], str]:
+    """(struct, field path) for a positional path inside a message whose tag is `tag`."""
+    if raw is None:
+        return tag, ""
+    shown, more = raw[:10], len(raw) - 10
+    cls = _catalogue.by_tag.get(tag) if tag else None
+    text = wire_scan.render(shown)
+    path = _field_path(cls, text) if cls is not None else text
+    if more > 0:
+        path += f"...({more} levels deeper)"
+    return tag, path
+
+
+def _located(data: Any, reason: str, *, hook_error: Optional[BaseException] = None, deepest: bool = False) -> WireError:
+    """The error for a failure msgspec reported without a place: the message's tag and the
+    field path, from a walk of the raw bytes (error path only)."""
+    try:
+        found = wire_scan.scan(data, collect_exts=hook_error is not None,
+                               max_depth=500 if deepest else None)
+    except Exception:  # noqa: BLE001 - locating is best effort; the reason stands on its own
+        return WireError("msgpack", reason, struct=_peek_struct(data)[0])
+    raw = None
+    if found.problem is not None:
+        if found.problem.kind != "trailing":
+            raw = found.problem.path
+        if found.problem.detail and found.problem.kind not in ("depth",):
+            reason = f"{reason} ({found.problem.detail})"
+    elif hook_error is not None:
+        raw = _failing_ext(found.exts, hook_error)
+    struct, path = _place(found.tag, raw)
+    return WireError("msgpack", reason, struct=struct, path=path)
+
+
+def _failing_ext(exts: list, error: BaseException) -> Optional[list]:
+    """The path of the extension value whose hook raises `error` (re-run one by one)."""
+    hook = ext.make_ext_hook(_current_frames)
+    first = None
+    for path, code, payload in exts:
+        try:
+            hook(code, payload)
+        except Exception as exc:  # noqa: BLE001
+            if type(exc) is type(error) and str(exc) == str(error):
+                return path
+            first = first or path
+    return first
 
 
 # Messages of a type with List[array] fields at least this long take the twin decoder (it
@@ -696,6 +797,8 @@ def decode_frames(
     allow_pickle: bool = False,
     unwrap_wrappers: bool = True,
     trusted_globals: Iterable[tuple[str, str]] = (),
+    max_bytes: Optional[int] = None,
+    max_nesting: Optional[int] = None,
 ) -> Any:
     """Decode [message, buffer, ...] from encode_frames (one frame: a plain message).
     Every side frame must be referenced by the message: nothing is silently dropped."""
@@ -704,7 +807,8 @@ def decode_frames(
         raise WireError(transport, "empty multipart message")
     if len(frames) == 1:
         return decode(frames[0], transport, allow_pickle=allow_pickle, unwrap_wrappers=unwrap_wrappers,
-                      trusted_globals=trusted_globals)
+                      trusted_globals=trusted_globals, max_bytes=max_bytes, max_nesting=max_nesting)
+    _check_limits(frames[0], transport, max_bytes, max_nesting, size=sum(len(f) for f in frames))
     if transport == "pickle":
         raise WireError("pickle", f"{len(frames)} frames; the pickle transport sends one")
     oob = _frames.value = ext.OobFrames(frames)

@@ -226,9 +226,33 @@ def torch_dtype(name: Any) -> torch.dtype:
     dtype = getattr(torch, name, None) if isinstance(name, str) else None
     if not isinstance(dtype, torch.dtype):
         raise WireError("msgpack", f"tensor dtype {name!r} is not a torch dtype")
+    if str(dtype).startswith("torch.q"):
+        # Quantized tensors need a quantizer: built from raw bytes they crash the process that
+        # touches them (seen: SIGSEGV, SystemError). No encoder sends them.
+        raise WireError("msgpack", f"tensor dtype {name!r} is quantized: it cannot travel as raw bytes")
     if type(name) is str:
         _DTYPES_BY_NAME[name] = dtype
     return dtype
+
+
+# Tensors and ndarrays the codec can send have at most this many dimensions (numpy's limit).
+MAX_DIMS = 64
+_MAX_DIM = (1 << 63) - 1  # an int64 dimension
+
+
+def _too_many_dims(shape: tuple, what: str) -> WireError:
+    return WireError("msgpack", f"{what} has {len(shape)} dimensions; at most {MAX_DIMS}")
+
+
+def _empty_tensor(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """A tensor with no elements: its shape may still be absurd (dimensions beyond int64, a
+    storage size that overflows): refused by name, never a torch error."""
+    if any(d > _MAX_DIM for d in shape) or math.prod(d for d in shape if d) * dtype.itemsize > _MAX_DIM:
+        raise WireError("msgpack", f"tensor shape {list(shape)} is too large (beyond 64-bit sizes)")
+    try:
+        return torch.empty(shape, dtype=dtype)
+    except (RuntimeError, TypeError, ValueError, OverflowError) as exc:
+        raise WireError("msgpack", f"tensor shape {list(shape)} is not possible: {exc}") from None
 
 
 def restore_tensor(metadata: Any, raw: Any) -> torch.Tensor:
@@ -236,12 +260,14 @@ def restore_tensor(metadata: Any, raw: Any) -> torch.Tensor:
         raise WireError("msgpack", f"tensor metadata {metadata!r} is not [shape, dtype, device]")
     shape, dtype_name, device = metadata
     shape = _checked_shape(shape, "tensor")
+    if len(shape) > MAX_DIMS:
+        raise _too_many_dims(shape, "tensor")
     dtype = torch_dtype(dtype_name)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes != len(raw):
         raise WireError("msgpack", f"tensor of shape {list(shape)} and dtype {dtype_name} needs {nbytes} bytes, got {len(raw)}")
     if nbytes == 0:
-        tensor = torch.empty(shape, dtype=dtype)
+        tensor = _empty_tensor(shape, dtype)
     else:
         # bytearray: the tensor owns writable memory independent of the socket buffer.
         tensor = torch.frombuffer(bytearray(raw), dtype=dtype)
@@ -259,8 +285,9 @@ def _to_device(tensor: torch.Tensor, device: Any) -> torch.Tensor:
         raise WireError("msgpack", f"tensor device {device!r} cannot hold received data")
     try:
         return tensor.to(torch.device(device))
-    except (RuntimeError, TypeError, AssertionError) as exc:
-        raise WireError("msgpack", f"tensor device {device!r} is not available here: {exc}") from None
+    except Exception as exc:  # RuntimeError, AssertionError, ModuleNotFoundError ('hpu'), ...: all "not here"
+        raise WireError("msgpack", f"tensor device {device!r} is not available here: "
+                        f"{type(exc).__name__}: {exc}") from None
 
 
 # -- numpy ------------------------------------------------------------------
@@ -268,16 +295,30 @@ def restore_ndarray(metadata: Any, raw: memoryview) -> np.ndarray:
     if not isinstance(metadata, (list, tuple)) or len(metadata) != 2:
         raise WireError("msgpack", f"ndarray metadata {metadata!r} is not [shape, dtype]")
     shape = _checked_shape(metadata[0], "ndarray")
+    if len(shape) > MAX_DIMS:
+        raise _too_many_dims(shape, "ndarray")
+    if not isinstance(metadata[1], str):  # the encoder sends dtype.str; a list or dict would build a record dtype
+        raise WireError("msgpack", f"ndarray dtype {metadata[1]!r} is not a numpy dtype string")
     try:
         dtype = np.dtype(metadata[1])
-    except (TypeError, ValueError):
+    except Exception:  # TypeError, ValueError, and whatever else numpy's parser raises
         raise WireError("msgpack", f"ndarray dtype {metadata[1]!r} is not a numpy dtype") from None
     if dtype.hasobject:  # raw bytes reinterpreted as object pointers would be memory-unsafe
         raise WireError("msgpack", f"ndarray dtype {metadata[1]!r} holds Python objects")
+    if dtype.fields is not None or dtype.subdtype is not None:  # the encoder refuses these too
+        raise WireError("msgpack", f"ndarray dtype {metadata[1]!r} is structured; only plain dtypes travel")
+    if dtype.itemsize == 0:
+        raise WireError("msgpack", f"ndarray dtype {metadata[1]!r} has no size")
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes != len(raw):
         raise WireError("msgpack", f"ndarray of shape {list(shape)} and dtype {dtype.str} needs {nbytes} bytes, got {len(raw)}")
-    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    try:
+        arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise WireError("msgpack", f"ndarray of shape {list(shape)} and dtype {dtype.str}: {exc}") from None
+    if dtype.kind == "U" and arr.size and int(arr.view(dtype.byteorder.replace("|", "=") + "u4").max()) > 0x10FFFF:
+        raise WireError("msgpack", f"ndarray of dtype {dtype.str} holds a value that is not a Unicode code point")
+    return arr
 
 
 # -- array.array ------------------------------------------------------------

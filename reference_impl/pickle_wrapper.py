@@ -12,6 +12,7 @@ import io
 import logging
 import os
 import pickle
+import pickletools
 from collections import Counter
 from functools import lru_cache
 from typing import Any, Iterable, Optional
@@ -44,6 +45,48 @@ def _log_objects() -> bool:
     return os.environ.get("IPC_LOG_PICKLE_OBJECTS", os.environ.get("SGLANG_LOG_PICKLE_IPC_OBJECTS", "0")) == "1"
 
 
+# A pickle can call what it names with arguments of its choosing: a few bytes asking for
+# bytearray(2**33) or list(range(2**30)) would allocate gigabytes. The allow-listed callables
+# that take a size are replaced by guards that refuse sizes beyond this (a pickled value never
+# needs them: a bytearray travels with its content, a range is never materialized by pickle).
+MAX_UNPICKLED_SIZE = 1 << 20
+
+
+def _guarded_bytearray(*args: Any) -> bytearray:
+    if args and isinstance(args[0], int) and not 0 <= args[0] <= MAX_UNPICKLED_SIZE:
+        raise pickle.UnpicklingError(f"bytearray({args[0]}) is over the unpickling size limit "
+                                     f"({MAX_UNPICKLED_SIZE})")
+    return bytearray(*args)
+
+
+def _guarded_range(*args: Any) -> range:
+    value = range(*args)
+    if len(value) > MAX_UNPICKLED_SIZE:
+        raise pickle.UnpicklingError(f"a range of {len(value)} items is over the unpickling size limit "
+                                     f"({MAX_UNPICKLED_SIZE})")
+    return value
+
+
+_GUARDED = {("builtins", "bytearray"): _guarded_bytearray, ("builtins", "range"): _guarded_range}
+
+
+def _check_memo_indices(data: bytes) -> None:
+    """The C unpickler grows its memo table to the largest index a PUT / LONG_BINPUT names:
+    6 bytes naming index 2**30 make it allocate and clear gigabytes before anything fails
+    (found by the fuzzer). A real pickle never names an index beyond its own length, so
+    those are refused; the opcodes are walked up to the first malformed one (where the
+    unpickler would stop too). Costs a pure-Python walk (~15 us for a time-stats pickle)."""
+    if b"r" not in data and b"p" not in data:  # neither opcode byte anywhere
+        return
+    try:
+        for op, arg, _ in pickletools.genops(data):
+            if op.code in "rp" and isinstance(arg, int) and arg > len(data):
+                raise pickle.UnpicklingError(f"memo index {arg} of a {len(data)}-byte pickle "
+                                             "(a memory bomb, not a pickled value)")
+    except ValueError:
+        return  # malformed further on: the unpickler refuses it when it gets there
+
+
 class AllowListUnpickler(pickle.Unpickler):
     def __init__(self, data: bytes, extra: Iterable[tuple[str, str]] = ()) -> None:
         super().__init__(io.BytesIO(data))
@@ -51,6 +94,8 @@ class AllowListUnpickler(pickle.Unpickler):
 
     def find_class(self, module: str, name: str) -> Any:
         if "." not in name:  # dotted names walk attributes: "os.system" under any module
+            if (module, name) in _GUARDED and (module, name) in self.allowed:
+                return _GUARDED[module, name]
             if (module, name) in self.allowed:
                 return super().find_class(module, name)
             if any(module == m or module.startswith(m + ".") for m in SAFE_CLASS_MODULES):
@@ -91,7 +136,9 @@ def unwrap_value(wrapper: PickleWrapper, *, allow_pickle: bool, transport: str, 
             struct=struct, path=path,
         )
     try:
-        value = AllowListUnpickler(bytes(wrapper.data), trusted_globals).load()
+        data = bytes(wrapper.data)
+        _check_memo_indices(data)
+        value = AllowListUnpickler(data, trusted_globals).load()
     except Exception as exc:
         raise WireError(transport, f"PickleWrapper payload refused: {exc}", struct=struct, path=path) from None
     if _log_objects():
