@@ -630,7 +630,7 @@ def _located(data: Any, reason: str, *, hook_error: Optional[BaseException] = No
     if found.problem is not None:
         if found.problem.kind != "trailing":
             raw = found.problem.path
-        if found.problem.detail and found.problem.kind not in ("depth",):
+        if found.problem.detail and found.problem.kind not in ("depth", "trailing"):  # msgspec said those
             reason = f"{reason} ({found.problem.detail})"
     elif hook_error is not None:
         raw = _failing_ext(found.exts, hook_error)
