@@ -580,12 +580,19 @@ def decode(
     return obj
 
 
+# What msgspec says of a string that is not UTF-8; releases up to 0.22 raise UnicodeDecodeError
+# instead, which is reported with the same words so errors do not depend on the version.
+_INVALID_UTF8 = "Invalid UTF-8 encoded string"
+
+
 def _decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder) -> Any:
     if len(data) and data[0] in _STR_MARKERS:
         try:
             return _str_decoder.decode(data)
         except msgspec.DecodeError as exc:
             raise WireError("msgpack", str(exc)) from None
+        except UnicodeDecodeError:  # msgspec up to 0.22 lets this escape instead of a DecodeError
+            raise WireError("msgpack", _INVALID_UTF8) from None
     try:
         return decoder.decode(data)
     except msgspec.ValidationError as exc:
@@ -601,6 +608,8 @@ def _decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder) -> Any:
                        deepest=True) from None
     except msgspec.DecodeError as exc:  # truncated, invalid UTF-8, trailing bytes, invalid byte
         raise _located(data, str(exc)) from None
+    except UnicodeDecodeError:  # msgspec up to 0.22 lets this escape instead of a DecodeError
+        raise _located(data, _INVALID_UTF8) from None
     except Exception as exc:  # noqa: BLE001 - whatever a hook or the runtime raised: still one WireError
         raise _located(data, f"{type(exc).__name__}: {exc}", hook_error=exc) from None
 

@@ -157,7 +157,7 @@ def unpack_buffer(data: memoryview, what: str) -> tuple[Any, memoryview]:
         raise WireError("msgpack", f"{what} extension declares {meta_len} metadata bytes, has {len(data) - _META_LEN.size}")
     try:
         metadata = _decode_meta(data[_META_LEN.size : end])
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # the latter from msgspec <= 0.22
         raise WireError("msgpack", f"{what} extension metadata is not msgpack: {exc}") from None
     return metadata, data[end:]
 
