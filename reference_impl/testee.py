@@ -59,6 +59,8 @@ class Skip(Exception):
 
 # -- framing ----------------------------------------------------------------------
 def read_message(stream: BinaryIO) -> Optional[dict]:
+    """The next request; None at the end of the stream. A whole frame that is not a msgpack
+    map raises ParseError: the frame is consumed, so the conversation can go on."""
     head = stream.read(4)
     if len(head) < 4:
         return None
@@ -66,7 +68,13 @@ def read_message(stream: BinaryIO) -> Optional[dict]:
     body = stream.read(size)
     if len(body) < size:
         return None
-    return msgspec.msgpack.decode(body)
+    try:
+        request = msgspec.msgpack.decode(body)
+    except Exception as exc:  # noqa: BLE001 - DecodeError, or UnicodeDecodeError from older msgspec
+        raise ParseError(f"the request frame is not msgpack: {type(exc).__name__}: {exc}") from None
+    if not isinstance(request, dict):
+        raise ParseError(f"a request is a msgpack map, this frame holds a {type(request).__name__}")
+    return request
 
 
 def write_message(stream: BinaryIO, message: dict) -> None:
@@ -233,7 +241,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     sys.stdout = sys.stderr  # a stray print must never corrupt the protocol stream
     testee = Testee(set(args.breaks))
     while True:
-        request = read_message(inp)
+        try:
+            request = read_message(inp)
+        except ParseError as exc:  # no id to answer to: nil
+            write_message(out, {"id": None, "result": "parse_error", "message": str(exc)})
+            continue
         if request is None:
             return 0
         answer = testee.handle(request)

@@ -57,6 +57,9 @@ GOOD_HELLO = {"type": "started", "protocol": 1, "implementation": {"name": "x", 
     ({"manifest": None}, "manifest"),
     ({"transports": ["json"]}, "transports"),
     ({"ops": ["decode"]}, "ops"),
+    ({"transports": ["msgpack", ["pickle"]]}, "transports"),  # unhashable items: still a ProtocolError
+    ({"ops": ["decode", "encode", {"x": 1}]}, "ops"),
+    ({"ops": "decode,encode"}, "ops"),
 ])
 def test_handshake_answer_is_validated(change, message):
     protocol.check_started(GOOD_HELLO)
@@ -143,6 +146,21 @@ def test_a_crashing_testee_fails_the_request_and_is_restarted():
         assert adapter.restarts == 1
     finally:
         adapter.close()
+
+
+@pytest.mark.parametrize("body", [b"\xc1", b"\x93\x01\x02\x03", b"\xa2\xff\xfe"],
+                         ids=["not-msgpack", "not-a-map", "bad-utf8"])
+def test_the_reference_testee_answers_an_unreadable_request_and_goes_on(body):
+    requests = (struct.pack("<I", len(body)) + body
+                + protocol.pack({"type": "start", "protocol": 1}) + protocol.pack({"type": "stop"}))
+    proc = subprocess.run([sys.executable, "-m", "reference_impl.testee"], input=requests,
+                          capture_output=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    stream = io.BytesIO(proc.stdout)
+    answer = protocol.read_frame(stream)
+    assert answer["id"] is None and answer["result"] == "parse_error", answer
+    assert protocol.check_started(protocol.read_frame(stream))
+    assert protocol.read_frame(stream) == {"type": "stopped"}
 
 
 def test_a_testee_that_breaks_framing_is_a_runtime_error():

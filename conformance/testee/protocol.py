@@ -48,7 +48,7 @@ def pack(message: dict) -> bytes:
 def unpack(body: bytes) -> dict:
     try:
         message = _decoder.decode(body)
-    except msgspec.DecodeError as exc:
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # the latter from msgspec <= 0.22
         raise ProtocolError(f"frame is not msgpack: {exc}") from None
     if not isinstance(message, dict):
         raise ProtocolError(f"frame holds a {type(message).__name__}, not a map")
@@ -76,6 +76,10 @@ def read_frame(stream: BinaryIO) -> Optional[dict]:
     return unpack(body)
 
 
+def _str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
 def check_started(message: Any) -> dict:
     """Validate the answer to `start`; returns it."""
     if not isinstance(message, dict) or message.get("type") != "started":
@@ -88,11 +92,11 @@ def check_started(message: Any) -> dict:
     if not isinstance(message.get("manifest"), str):
         raise ProtocolError("'started' needs the id of the manifest the implementation claims ('manifest')")
     transports = message.get("transports", ["msgpack"])
-    if not isinstance(transports, list) or not set(transports) <= {"msgpack", "pickle"} or not transports:
-        raise ProtocolError(f"'transports' must be a non-empty subset of [msgpack, pickle], got {transports!r}")
+    if not _str_list(transports) or not set(transports) <= {"msgpack", "pickle"} or not transports:
+        raise ProtocolError(f"'transports' must be a non-empty subset of [msgpack, pickle], got {transports!r:.200}")
     ops = message.get("ops", list(REQUIRED_OPS))
-    if not isinstance(ops, list) or not set(REQUIRED_OPS) <= set(ops):
-        raise ProtocolError(f"'ops' must include {list(REQUIRED_OPS)}, got {ops!r}")
+    if not _str_list(ops) or not set(REQUIRED_OPS) <= set(ops):
+        raise ProtocolError(f"'ops' must be a list of strings including {list(REQUIRED_OPS)}, got {ops!r:.200}")
     return message
 
 
