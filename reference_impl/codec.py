@@ -35,7 +35,7 @@ from .pickle_wrapper import map_wrapped, opaque_fields, unwrap_value, wrap
 
 __all__ = [
     "TRANSPORTS", "WireError", "decode", "decode_frames", "default_transport", "encode",
-    "encode_frames", "message_types", "register_custom_types", "unwrap", "wrap_fields",
+    "encode_frames", "message_types", "register_custom_types", "resolve_transport", "unwrap", "wrap_fields",
 ]
 
 TRANSPORTS = ("pickle", "msgpack")
@@ -49,10 +49,12 @@ def default_transport() -> str:
     chosen = os.environ.get("IPC_TRANSPORT")
     if chosen is None:
         chosen = "pickle" if os.environ.get("SGLANG_USE_PICKLE_IPC") == "1" else "msgpack"
-    return _check_transport(chosen)
+    return resolve_transport(chosen)
 
 
-def _check_transport(transport: Optional[str]) -> str:
+def resolve_transport(transport: Optional[str]) -> str:
+    """The transport to use: `transport` checked, or default_transport() when it is None.
+    ValueError names the choices."""
     if transport is None:
         return default_transport()
     if transport not in TRANSPORTS:
@@ -363,7 +365,7 @@ def _encode_plan(cls: type) -> tuple[Any, tuple[str, ...]]:
 
 def encode(obj: Any, transport: Optional[str] = None) -> bytes:
     if transport not in _TRANSPORT_SET:
-        transport = _check_transport(transport)
+        transport = resolve_transport(transport)
     cls = type(obj)
     plan = _catalogue.plans.get(cls)
     if plan is None:
@@ -538,7 +540,7 @@ def decode(
     max_bytes / max_nesting override MAX_MESSAGE_BYTES / MAX_NESTING for this call (0: no limit).
     Whatever the input, the only exception is WireError."""
     if transport not in _TRANSPORT_SET:
-        transport = _check_transport(transport)
+        transport = resolve_transport(transport)
     limit = MAX_MESSAGE_BYTES if max_bytes is None else max_bytes
     if limit and len(data) > limit:
         raise _too_large(transport, len(data), limit)
@@ -779,7 +781,7 @@ def encode_frames(obj: Any, transport: Optional[str] = None, *, threshold: int =
     not copied into the message but referenced as later frames (msgpack only).
     The buffers share memory with contiguous CPU tensors: do not mutate those until the
     frames are sent (zmq_io.send waits for ZeroMQ to release them)."""
-    transport = _check_transport(transport)
+    transport = resolve_transport(transport)
     if transport == "pickle":
         return [encode(obj, transport)]
     _check_top_level(obj, transport)
@@ -811,7 +813,7 @@ def decode_frames(
 ) -> Any:
     """Decode [message, buffer, ...] from encode_frames (one frame: a plain message).
     Every side frame must be referenced by the message: nothing is silently dropped."""
-    transport = _check_transport(transport)
+    transport = resolve_transport(transport)
     if not frames:
         raise WireError(transport, "empty multipart message")
     if len(frames) == 1:

@@ -29,10 +29,6 @@ __all__ = ["arecv", "asend", "recv", "send"]
 _MAX_POLL_INTERVAL = 1e-3
 
 
-def _transport(transport: Optional[str]) -> str:
-    return codec.default_transport() if transport is None else transport
-
-
 def _send_timeout(sock: zmq.Socket) -> Optional[float]:
     """The socket's SNDTIMEO in seconds, or None when it is infinite (-1)."""
     ms = sock.getsockopt(zmq.SNDTIMEO)
@@ -58,7 +54,7 @@ def send(sock: zmq.Socket, obj: Any, transport: Optional[str] = None, *,
     """Encode obj and send it. zero_copy: multipart, large tensors not copied; blocks
     until ZeroMQ has released them (bounded by SNDTIMEO: zmq.NotDone if exceeded,
     and then the buffers may still be in use)."""
-    transport = _transport(transport)
+    transport = codec.resolve_transport(transport)
     if not zero_copy:
         sock.send(codec.encode(obj, transport), flags)
         return
@@ -72,7 +68,7 @@ def send(sock: zmq.Socket, obj: Any, transport: Optional[str] = None, *,
 def recv(sock: zmq.Socket, transport: Optional[str] = None, *, allow_pickle: bool = False,
          flags: int = 0, trusted_globals: Iterable[tuple[str, str]] = ()) -> Any:
     """Receive one message (single frame or zero-copy multipart) and decode it."""
-    transport = _transport(transport)
+    transport = codec.resolve_transport(transport)
     frames = sock.recv_multipart(flags, copy=False)
     return _decode(frames, transport, allow_pickle, trusted_globals)
 
@@ -80,7 +76,7 @@ def recv(sock: zmq.Socket, transport: Optional[str] = None, *, allow_pickle: boo
 async def asend(sock: zmq.asyncio.Socket, obj: Any, transport: Optional[str] = None, *,
                 zero_copy: bool = False, flags: int = 0) -> None:
     """asyncio send; like send, but waits for the zero-copy release without blocking the loop."""
-    transport = _transport(transport)
+    transport = codec.resolve_transport(transport)
     if not zero_copy:
         await sock.send(codec.encode(obj, transport), flags)
         return
@@ -101,6 +97,6 @@ async def asend(sock: zmq.asyncio.Socket, obj: Any, transport: Optional[str] = N
 async def arecv(sock: zmq.asyncio.Socket, transport: Optional[str] = None, *, allow_pickle: bool = False,
                 flags: int = 0, trusted_globals: Iterable[tuple[str, str]] = ()) -> Any:
     """asyncio recv: one message (single frame or zero-copy multipart), decoded."""
-    transport = _transport(transport)
+    transport = codec.resolve_transport(transport)
     frames = await sock.recv_multipart(flags, copy=False)
     return _decode(frames, transport, allow_pickle, trusted_globals)

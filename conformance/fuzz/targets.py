@@ -18,7 +18,6 @@ import io
 import os
 import pickle
 import struct
-import subprocess
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass

@@ -55,7 +55,7 @@ class EngineConfig:
     def resolved(self) -> "EngineConfig":
         from reference_impl import codec
 
-        transport = codec._check_transport(self.transport)  # env var when None; validates
+        transport = codec.resolve_transport(self.transport)  # env var when None; validates
         if self.dp_size < 1:
             raise ValueError(f"dp_size must be >= 1, got {self.dp_size}")
         if self.max_running_requests < 1:

@@ -15,7 +15,6 @@ import asyncio
 import os
 import signal
 import time
-from typing import Optional
 
 import httpx
 import pytest
