@@ -12,7 +12,6 @@ import io
 import logging
 import os
 import pickle
-import pickletools
 from collections import Counter
 from functools import lru_cache
 from typing import Any, Iterable, Optional
@@ -22,6 +21,7 @@ import msgspec.inspect as mi
 
 from .errors import WireError
 from .io_struct import PickleWrapper
+from .pickle_scan import check_memo_indices
 
 logger = logging.getLogger(__name__)
 
@@ -68,24 +68,6 @@ def _guarded_range(*args: Any) -> range:
 
 
 _GUARDED = {("builtins", "bytearray"): _guarded_bytearray, ("builtins", "range"): _guarded_range}
-
-
-def _check_memo_indices(data: bytes) -> None:
-    """The C unpickler grows its memo table to the largest index a PUT / LONG_BINPUT names:
-    6 bytes naming index 2**30 make it allocate and clear gigabytes before anything fails
-    (found by the fuzzer). A real pickle never names an index beyond its own length, so
-    those are refused - and so is a pickle the opcode walk cannot parse: the C unpickler
-    reads truncated opcodes differently (the fuzzer found a 28-byte one that still made it
-    allocate gigabytes). Costs a pure-Python walk (~12 us for a time-stats pickle)."""
-    if b"r" not in data and b"p" not in data:  # neither opcode byte anywhere
-        return
-    try:
-        for op, arg, _ in pickletools.genops(data):
-            if op.code in "rp" and isinstance(arg, int) and arg > len(data):
-                raise pickle.UnpicklingError(f"memo index {arg} of a {len(data)}-byte pickle "
-                                             "(a memory bomb, not a pickled value)")
-    except ValueError as exc:
-        raise pickle.UnpicklingError(f"malformed pickle: {exc}") from None
 
 
 class AllowListUnpickler(pickle.Unpickler):
@@ -138,7 +120,7 @@ def unwrap_value(wrapper: PickleWrapper, *, allow_pickle: bool, transport: str, 
         )
     try:
         data = bytes(wrapper.data)
-        _check_memo_indices(data)
+        check_memo_indices(data)  # memory bombs the C unpickler would fall for
         value = AllowListUnpickler(data, trusted_globals).load()
     except Exception as exc:
         raise WireError(transport, f"PickleWrapper payload refused: {type(exc).__name__}: {exc}", struct=struct,
