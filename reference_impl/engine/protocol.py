@@ -332,10 +332,11 @@ class StreamOptions(_OpenAI):
     include_usage: bool = False
 
 
-class CompletionRequest(_OpenAI):
+class OpenAISamplingRequest(_OpenAI):
+    """What completions and chat completions share: the model and the sampling knobs
+    (`seed`, `top_k`, `min_p`, `ignore_eos`, `min_tokens` are extensions)."""
+
     model: str
-    prompt: Union[str, list[str], list[int], list[list[int]]]
-    max_tokens: Optional[int] = Field(16, ge=0)
     temperature: float = Field(1.0, ge=0)
     top_p: float = 1.0
     top_k: int = -1
@@ -343,8 +344,6 @@ class CompletionRequest(_OpenAI):
     stop: Optional[Union[str, list[str]]] = None
     stream: bool = False
     stream_options: Optional[StreamOptions] = None
-    logprobs: Optional[int] = Field(None, ge=0, le=20)
-    echo: bool = False
     n: int = 1
     seed: Optional[int] = None
     presence_penalty: float = 0.0
@@ -352,6 +351,13 @@ class CompletionRequest(_OpenAI):
     logit_bias: Optional[dict[str, float]] = None
     ignore_eos: bool = False
     min_tokens: int = 0
+
+
+class CompletionRequest(OpenAISamplingRequest):
+    prompt: Union[str, list[str], list[int], list[list[int]]]
+    max_tokens: Optional[int] = Field(16, ge=0)
+    logprobs: Optional[int] = Field(None, ge=0, le=20)
+    echo: bool = False
 
 
 class ChatMessage(_OpenAI):
@@ -359,27 +365,12 @@ class ChatMessage(_OpenAI):
     content: Union[str, list[dict[str, Any]]]
 
 
-class ChatCompletionRequest(_OpenAI):
-    model: str
+class ChatCompletionRequest(OpenAISamplingRequest):
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: Optional[int] = Field(None, ge=0)
     max_completion_tokens: Optional[int] = Field(None, ge=0)
-    temperature: float = Field(1.0, ge=0)
-    top_p: float = 1.0
-    top_k: int = -1
-    min_p: float = 0.0
-    stop: Optional[Union[str, list[str]]] = None
-    stream: bool = False
-    stream_options: Optional[StreamOptions] = None
     logprobs: bool = False
     top_logprobs: Optional[int] = Field(None, ge=0, le=20)
-    n: int = 1
-    seed: Optional[int] = None
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
-    logit_bias: Optional[dict[str, float]] = None
-    ignore_eos: bool = False
-    min_tokens: int = 0
 
 
 class EmbeddingRequest(_OpenAI):
@@ -395,7 +386,7 @@ def check_model(name: str, served: str) -> None:
                            param="model", status_code=404, err_type="NotFoundError", code="model_not_found")
 
 
-def openai_sampling(req: Union[CompletionRequest, ChatCompletionRequest], max_new_tokens: Optional[int],
+def openai_sampling(req: OpenAISamplingRequest, max_new_tokens: Optional[int],
                     vocab_size: int) -> SamplingParams:
     if req.n != 1:
         raise RequestError("n: only n=1 is supported by the reference engine", param="n")
