@@ -87,8 +87,10 @@ class Adapter:
         """The engine's real receive paths, by name (optional; checks ``ReceivePath``). Each
         function sends obj through that path over real sockets under the transport and returns
         what the path hands downstream. The suite checks "controller" (the data-parallel
-        controller: receive, unwrap, dispatch) and "scheduler" (a scheduler rank's receive path
-        after the controller's broadcast); see spec/SPEC.md R-PW-3, R-DP-2."""
+        controller: receive, unwrap, dispatch), "scheduler" (a scheduler rank's receive path
+        after the controller's broadcast), and on the way back "detokenizer" (scheduler
+        outputs) and "tokenizer_manager" (detokenizer outputs and engine errors); see
+        spec/SPEC.md R-PW-3, R-DP-2. Paths an engine does not have are left out (skipped)."""
         raise NotImplementedError(f"{self.label} does not expose its receive paths")
 
     def opaque_value(self, struct: str, field: str) -> Any:

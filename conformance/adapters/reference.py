@@ -73,7 +73,17 @@ class ReferenceAdapter(Adapter):
 
     # -- the serving engine (reference_impl/engine) ----------------------------------
     def receive_paths(self) -> Mapping[str, ReceivePath]:
-        return {"controller": partial(self._through, "controller"), "scheduler": partial(self._through, "scheduler")}
+        return {"controller": partial(self._through, "controller"), "scheduler": partial(self._through, "scheduler"),
+                "detokenizer": partial(self._back, "detokenizer"),
+                "tokenizer_manager": partial(self._back, "tokenizer_manager")}
+
+    def _back(self, path: str, obj: Any, transport: str) -> Any:
+        """The engine's detokenizer and tokenizer manager receive paths over real sockets
+        (reference_impl/engine/receive_paths.py OutputPathRig), a fresh set per message."""
+        from reference_impl.engine.receive_paths import OutputPathRig
+
+        with OutputPathRig(transport, debug_skip_unwrap=self.engine_debug_skip_unwrap) as rig:
+            return rig.through_detokenizer(obj) if path == "detokenizer" else rig.through_tokenizer_manager(obj)
 
     def _through(self, path: str, obj: Any, transport: str) -> Any:
         """The engine's own controller and scheduler receive paths over real sockets

@@ -1,8 +1,9 @@
 """Real receive paths (issue #8; SPEC R-PW-3, R-DP-2, R-DP-3; defect class 2).
 
 A message sent through the implementation's own data-parallel controller (receive, unwrap,
-dispatch) and through a scheduler rank's receive path after the controller's broadcast arrives
-with no PickleWrapper left and equal to what was sent. Unlike ``Unwrap.NoWrapperLeft`` (the
+dispatch), through a scheduler rank's receive path after the controller's broadcast, and back
+through the detokenizer's and the tokenizer manager's receive paths arrives with no
+PickleWrapper left and equal to what was sent. Unlike ``Unwrap.NoWrapperLeft`` (the
 adapter's unwrap function), these run the engine's code over real sockets, through the adapter
 capability ``receive_paths()``; implementations without it skip.
 """
@@ -25,8 +26,19 @@ CARRIED = ("TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput", "BatchToke
            "BatchTokenizedEmbeddingReqInput", "AbortReq", "FlushCacheReqInput", "UpdateWeightsFromTensorReqInput")
 
 
+#: What the scheduler ranks send the detokenizer, and what reaches the tokenizer manager (the
+#: detokenizer's outputs, control replies, and aborts with an error from any engine process).
+TO_DETOKENIZER = ("BatchTokenIDOutput", "BatchEmbeddingOutput")
+TO_TOKENIZER_MANAGER = ("BatchStrOutput", "BatchEmbeddingOutput", "FlushCacheReqOutput",
+                        "UpdateWeightsFromTensorReqOutput", "AbortReq")
+
+
+def _known(ipc, names: tuple[str, ...]) -> list[str]:
+    return [name for name in names if name in ipc.message_names]
+
+
 def _carried(ipc) -> list[str]:
-    return [name for name in CARRIED if name in ipc.message_names]
+    return _known(ipc, CARRIED)
 
 
 def _path(ipc, name: str) -> Any:
@@ -85,3 +97,18 @@ def test_receive_path_controller(ipc, struct, transport):
 def test_receive_path_scheduler(ipc, struct, transport):
     """controller broadcast -> every scheduler rank: what each rank's receive path hands on."""
     _through(ipc, "scheduler", struct, transport)
+
+
+@check("ReceivePath", per=("struct", "transport"), name="Detokenizer",
+       cases={"struct": lambda ipc: _known(ipc, TO_DETOKENIZER)})
+def test_receive_path_detokenizer(ipc, struct, transport):
+    """scheduler -> detokenizer: what its receive path hands to detokenization."""
+    _through(ipc, "detokenizer", struct, transport)
+
+
+@check("ReceivePath", per=("struct", "transport"), name="TokenizerManager",
+       cases={"struct": lambda ipc: _known(ipc, TO_TOKENIZER_MANAGER)})
+def test_receive_path_tokenizer_manager(ipc, struct, transport):
+    """detokenizer (and any engine process reporting an error) -> tokenizer manager: what its
+    receive path hands to the waiting requests."""
+    _through(ipc, "tokenizer_manager", struct, transport)

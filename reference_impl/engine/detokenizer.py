@@ -59,6 +59,13 @@ def text_delta(state: DecodeState, tokenizer: ByteTokenizer, ids: list[int], fin
     return new
 
 
+def detokenizer_receiver(ctx: zmq.Context, config: EngineConfig, ipc: IpcNames, tap: Tap) -> Receiver:
+    """The detokenizer's receive path (what every scheduler rank's outputs arrive on): decode,
+    then this process's unwrap (EngineConfig.debug_skip_unwrap can name the detokenizer)."""
+    return Receiver(ctx, ipc.detokenizer, link="detokenizer<-schedulers", transport=config.transport, tap=tap,
+                    unwrap=choose_unwrap(DETOKENIZER, config.debug_skip_unwrap))
+
+
 class Detokenizer:
     def __init__(self, config: EngineConfig, ipc: IpcNames) -> None:
         self.transport = config.transport
@@ -66,8 +73,7 @@ class Detokenizer:
         self.ctx = zmq.Context()
         self.tap = Tap(config.tap_dir, DETOKENIZER)
         self.tracing = Tracing(DETOKENIZER, config.trace_dir)
-        self.receiver = Receiver(self.ctx, ipc.detokenizer, link="detokenizer<-schedulers", transport=self.transport,
-                                 tap=self.tap, unwrap=choose_unwrap(DETOKENIZER, config.debug_skip_unwrap))
+        self.receiver = detokenizer_receiver(self.ctx, config, ipc, self.tap)
         self.to_tokenizer = Sender(self.ctx, ipc.tokenizer_manager, self.transport)
         self.states: dict[str, DecodeState] = {}
 

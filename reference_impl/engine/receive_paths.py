@@ -6,28 +6,37 @@
                                                         '--> AbortReq errors --> rig (as the tokenizer manager)
     rig --controller.broadcast--> scheduler_receiver(rank), every rank  (decode, unwrap)
 
+    output rig --Sender (as a scheduler)--> detokenizer_receiver  (decode, unwrap)
+    output rig --Sender (as the detokenizer)--> tokenizer_manager_receiver  (asyncio; decode, unwrap)
+
 ReceivePathRig builds the real pieces of one engine, without its processes or its model: the
 DataParallelController of controller.py (its receiver, unwrap, dispatch, broadcast and senders)
 and each rank's scheduler receive path (scheduler.scheduler_receiver), bound in a private IPC
 directory, with the same EngineConfig (transport, dp_size, debug_skip_unwrap) the launcher
 would hand them. Nothing is simulated: the messages cross real sockets, encoded and decoded
-by the engine's own code. Checks ``Required.ReceivePath.*`` (conformance/suite/test_receive_paths.py).
+by the engine's own code. OutputPathRig does the same for the way back: the detokenizer's
+receive path and the tokenizer manager's (an asyncio socket, driven on the rig's own event
+loop). Checks ``Required.ReceivePath.*`` (conformance/suite/test_receive_paths.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import shutil
 import time
 from typing import Any, Sequence
 
 import zmq
+import zmq.asyncio
 
-from .config import TOKENIZER_MANAGER, EngineConfig, IpcNames, scheduler_name
+from .config import DETOKENIZER, TOKENIZER_MANAGER, EngineConfig, IpcNames, scheduler_name
 from .controller import BROADCAST, DataParallelController
+from .detokenizer import detokenizer_receiver
 from .ipc import Receiver, Sender
 from .scheduler import scheduler_receiver
 from .tap import Tap, find_wrappers
+from .tokenizer_manager import tokenizer_manager_receiver
 
 DEFAULT_TIMEOUT_S = 10.0
 
@@ -132,6 +141,66 @@ class ReceivePathRig:
         if self.ctx is not None:
             self.ctx.term()
             self.ctx = None
+        shutil.rmtree(self.ipc.ipc_dir, ignore_errors=True)
+
+
+class OutputPathRig:
+    """The receive paths outputs take back to the client: the detokenizer's and the tokenizer
+    manager's; a context manager (close() frees everything)."""
+
+    def __init__(self, transport: str, *, debug_skip_unwrap: Sequence[str] = (),
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+        self.config = EngineConfig(transport=transport, dp_size=1, debug_skip_unwrap=tuple(debug_skip_unwrap))
+        self.timeout_s = timeout_s
+        self.ipc = IpcNames.create(1)
+        self.ctx = zmq.Context()
+        self.async_ctx = zmq.asyncio.Context()
+        self.loop = asyncio.new_event_loop()
+        self.detokenizer: Any = None
+        self.tokenizer_manager: Any = None
+        self.senders: list[Sender] = []
+        try:
+            self.detokenizer = detokenizer_receiver(self.ctx, self.config, self.ipc, Tap(None, DETOKENIZER))
+            self.tokenizer_manager = tokenizer_manager_receiver(self.async_ctx, self.config, self.ipc,
+                                                                Tap(None, TOKENIZER_MANAGER))
+            # What a scheduler and the detokenizer send with (scheduler.py, detokenizer.py).
+            self.senders = [Sender(self.ctx, self.ipc.detokenizer, transport),
+                            Sender(self.ctx, self.ipc.tokenizer_manager, transport)]
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> "OutputPathRig":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def through_detokenizer(self, obj: Any) -> Any:
+        """Send obj as a scheduler rank does; returns what the detokenizer's receive path hands on."""
+        self.senders[0].send(obj)
+        got = self.detokenizer.recv(timeout_ms=int(self.timeout_s * 1000))
+        if got is None:
+            raise ReceivePathError(f"the detokenizer received no {type(obj).__name__} within {self.timeout_s} s")
+        return got
+
+    def through_tokenizer_manager(self, obj: Any) -> Any:
+        """Send obj as the detokenizer does; returns what the tokenizer manager's receive path hands on."""
+        self.senders[1].send(obj)
+        try:
+            return self.loop.run_until_complete(asyncio.wait_for(self.tokenizer_manager.recv(), self.timeout_s))
+        except asyncio.TimeoutError:
+            raise ReceivePathError(f"the tokenizer manager received no {type(obj).__name__} "
+                                   f"within {self.timeout_s} s") from None
+
+    def close(self) -> None:
+        for sock in (self.detokenizer, self.tokenizer_manager, *self.senders):
+            if sock is not None:
+                sock.close()
+        self.detokenizer, self.tokenizer_manager, self.senders = None, None, []
+        for ctx in (self.ctx, self.async_ctx):
+            ctx.term()
+        self.loop.close()
         shutil.rmtree(self.ipc.ipc_dir, ignore_errors=True)
 
 

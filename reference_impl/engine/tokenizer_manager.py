@@ -91,6 +91,14 @@ class _Pending:
     replies: list = field(default_factory=list)
 
 
+def tokenizer_manager_receiver(ctx: zmq.asyncio.Context, config: EngineConfig, ipc: IpcNames, tap: Tap) -> AsyncReceiver:
+    """The tokenizer manager's receive path (outputs of the detokenizer, errors of the controller
+    and the schedulers): decode, then this process's unwrap (EngineConfig.debug_skip_unwrap can
+    name the tokenizer manager)."""
+    return AsyncReceiver(ctx, ipc.tokenizer_manager, link="tokenizer_manager<-engine", transport=config.transport,
+                         tap=tap, unwrap=choose_unwrap(TOKENIZER_MANAGER, config.debug_skip_unwrap))
+
+
 class TokenizerManager:
     def __init__(self, config: EngineConfig, ipc: IpcNames, children: Sequence[tuple[str, Any]] = (),
                  on_child_death: Optional[Callable[[list[str]], None]] = None) -> None:
@@ -115,9 +123,7 @@ class TokenizerManager:
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         self.ctx = zmq.asyncio.Context()
-        self.receiver = AsyncReceiver(self.ctx, self.ipc.tokenizer_manager, link="tokenizer_manager<-engine",
-                                      transport=self.config.transport, tap=self.tap,
-                                      unwrap=choose_unwrap(TOKENIZER_MANAGER, self.config.debug_skip_unwrap))
+        self.receiver = tokenizer_manager_receiver(self.ctx, self.config, self.ipc, self.tap)
         self.sender = AsyncSender(self.ctx, self.ipc.controller, self.config.transport)
         self._weights_lock = asyncio.Lock()
         self._tasks = [asyncio.create_task(self._handle_loop(), name="tm-recv"),

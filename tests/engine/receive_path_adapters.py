@@ -10,3 +10,11 @@ def ControllerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802 - named like the 
 
 def SchedulerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802
     return ReferenceAdapter(engine_debug_skip_unwrap=("scheduler_1",))
+
+
+def DetokenizerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802
+    return ReferenceAdapter(engine_debug_skip_unwrap=("detokenizer",))
+
+
+def TokenizerManagerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802
+    return ReferenceAdapter(engine_debug_skip_unwrap=("tokenizer_manager",))

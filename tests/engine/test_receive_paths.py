@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from reference_impl.engine.receive_paths import ReceivePathError, ReceivePathRig
+from reference_impl.engine.receive_paths import OutputPathRig, ReceivePathError, ReceivePathRig
 from reference_impl.engine.tracing import ReqTimeStats
 from reference_impl.io_struct import (
+    BatchEmbeddingOutput,
     BatchTokenizedGenerateReqInput,
     FlushCacheReqInput,
     PickleWrapper,
@@ -26,6 +27,15 @@ HERE = Path(__file__).resolve().parent
 ROUTED_WRAPPED = ["TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput", "BatchTokenizedGenerateReqInput",
                   "BatchTokenizedEmbeddingReqInput"]
 CONTROL = ["AbortReq", "FlushCacheReqInput", "UpdateWeightsFromTensorReqInput"]
+# The way back: outputs that carry time stats, and those that do not.
+TO_DETOKENIZER_WRAPPED = ["BatchTokenIDOutput", "BatchEmbeddingOutput"]
+TO_TOKENIZER_MANAGER_WRAPPED = ["BatchStrOutput", "BatchEmbeddingOutput"]
+TO_TOKENIZER_MANAGER_PLAIN = ["FlushCacheReqOutput", "UpdateWeightsFromTensorReqOutput", "AbortReq"]
+PATHS = {"Controller": ROUTED_WRAPPED + CONTROL, "Scheduler": ROUTED_WRAPPED + CONTROL,
+         "Detokenizer": TO_DETOKENIZER_WRAPPED,
+         "TokenizerManager": TO_TOKENIZER_MANAGER_WRAPPED + TO_TOKENIZER_MANAGER_PLAIN}
+WRAPPED = {"Controller": ROUTED_WRAPPED, "Scheduler": ROUTED_WRAPPED, "Detokenizer": TO_DETOKENIZER_WRAPPED,
+           "TokenizerManager": TO_TOKENIZER_MANAGER_WRAPPED}
 
 
 def _req(rid: str, rank=None) -> TokenizedGenerateReqInput:
@@ -82,22 +92,37 @@ def _ids(path: str, structs: list[str], transport: str) -> set[str]:
 
 
 @pytest.mark.parametrize("adapter, path", [("receive_path_adapters:ControllerSkipsUnwrap", "Controller"),
-                                           ("receive_path_adapters:SchedulerSkipsUnwrap", "Scheduler")])
+                                           ("receive_path_adapters:SchedulerSkipsUnwrap", "Scheduler"),
+                                           ("receive_path_adapters:DetokenizerSkipsUnwrap", "Detokenizer"),
+                                           ("receive_path_adapters:TokenizerManagerSkipsUnwrap", "TokenizerManager")])
 def test_receive_path_checks_fail_when_a_receive_path_skips_the_unwrap(adapter, path, tmp_path):
     outcome = _suite(adapter, tmp_path)
     failed = {check for check, result in outcome.items() if result == "failed"}
     # Exactly the messages that carry time stats, under msgpack (pickle never wraps), on that path.
-    assert failed == _ids(path, ROUTED_WRAPPED, "msgpack")
-    assert len(outcome) == 28 and set(outcome.values()) == {"passed", "failed"}
+    assert failed == _ids(path, WRAPPED[path], "msgpack")
+    assert len(outcome) == 2 * sum(map(len, PATHS.values())) and set(outcome.values()) == {"passed", "failed"}
 
 
 def test_receive_path_checks_pass_on_the_reference(tmp_path):
     outcome = _suite("reference", tmp_path)
-    assert outcome.keys() == (_ids("Controller", ROUTED_WRAPPED + CONTROL, "msgpack")
-                              | _ids("Controller", ROUTED_WRAPPED + CONTROL, "pickle")
-                              | _ids("Scheduler", ROUTED_WRAPPED + CONTROL, "msgpack")
-                              | _ids("Scheduler", ROUTED_WRAPPED + CONTROL, "pickle"))
+    assert outcome.keys() == {check for path, structs in PATHS.items() for transport in ("msgpack", "pickle")
+                              for check in _ids(path, structs, transport)}
     assert set(outcome.values()) == {"passed"}
+
+
+def test_output_paths_unwrap_and_a_skipped_unwrap_hands_on_the_wrapper():
+    def output() -> BatchEmbeddingOutput:
+        return BatchEmbeddingOutput(
+            rids=["a"], http_worker_ipcs=None, finished_reasons=[None], embeddings=[[1.0]], prompt_tokens=[1],
+            cached_tokens=[0], placeholder_tokens_idx=None, placeholder_tokens_val=None, retraction_counts=[0],
+            cached_tokens_details=None, time_stats=[ReqTimeStats("a")], pooled_hidden_states=None)
+
+    with OutputPathRig("msgpack") as rig:
+        assert rig.through_detokenizer(output()).time_stats == [ReqTimeStats("a")]
+        assert rig.through_tokenizer_manager(output()).time_stats == [ReqTimeStats("a")]
+    with OutputPathRig("msgpack", debug_skip_unwrap=("tokenizer_manager",)) as rig:
+        assert rig.through_detokenizer(output()).time_stats == [ReqTimeStats("a")]
+        assert isinstance(rig.through_tokenizer_manager(output()).time_stats, PickleWrapper)
 
 
 # -- the suite's opt-in E2E checks (conformance/suite/test_e2e.py) ------------------------------
