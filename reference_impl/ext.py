@@ -155,9 +155,10 @@ def unpack_buffer(data: memoryview, what: str) -> tuple[Any, memoryview]:
     end = _META_LEN.size + meta_len
     if end > len(data):
         raise WireError("msgpack", f"{what} extension declares {meta_len} metadata bytes, has {len(data) - _META_LEN.size}")
+    # msgspec <= 0.22 raises UnicodeDecodeError for bad UTF-8 and TypeError for unhashable map keys
     try:
         metadata = _decode_meta(data[_META_LEN.size : end])
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # the latter from msgspec <= 0.22
+    except (msgspec.DecodeError, UnicodeDecodeError, TypeError) as exc:
         raise WireError("msgpack", f"{what} extension metadata is not msgpack: {exc}") from None
     return metadata, data[end:]
 

@@ -40,6 +40,8 @@ def test_frames_are_little_endian_length_then_msgpack_map():
     (b"\x05\x00\x00\x00\x81", "ended after 1 of 5"),
     (struct.pack("<I", 1) + b"\xc1", "not msgpack"),
     (struct.pack("<I", 1) + b"\x01", "not a map"),
+    (struct.pack("<I", 3) + b"\x81\x80\x00", "not msgpack"),  # a map as a map key (TypeError in old msgspec)
+    (struct.pack("<I", 3) + b"\xa2\xff\xfe", "not msgpack"),  # not UTF-8 (UnicodeDecodeError in old msgspec)
 ])
 def test_bad_frames_are_protocol_errors(data, message):
     with pytest.raises(protocol.ProtocolError, match=message):

@@ -46,9 +46,10 @@ def pack(message: dict) -> bytes:
 
 
 def unpack(body: bytes) -> dict:
+    # msgspec <= 0.22 raises UnicodeDecodeError for bad UTF-8 and TypeError for unhashable map keys
     try:
         message = _decoder.decode(body)
-    except (msgspec.DecodeError, UnicodeDecodeError) as exc:  # the latter from msgspec <= 0.22
+    except (msgspec.DecodeError, UnicodeDecodeError, TypeError) as exc:
         raise ProtocolError(f"frame is not msgpack: {exc}") from None
     if not isinstance(message, dict):
         raise ProtocolError(f"frame holds a {type(message).__name__}, not a map")
