@@ -176,7 +176,9 @@ def tensor_bytes(tensor: torch.Tensor) -> tuple[torch.Tensor, memoryview]:
         # Lazy conjugate/negative views must be materialized before their bits are read.
         cpu = tensor.detach().resolve_conj().resolve_neg().to("cpu").contiguous()
     if cpu.dim() and cpu.numel():  # contiguous, not 0-d, not empty: one view, cast to bytes
-        arr = cpu.numpy() if cpu.dtype in _NUMPY_DTYPES else cpu.view(torch.uint8).numpy()
+        # (flattened first: a size-1 last dimension may keep any stride and still count as
+        # contiguous, which view(uint8) refuses for elements wider than a byte)
+        arr = cpu.numpy() if cpu.dtype in _NUMPY_DTYPES else cpu.reshape(-1).view(torch.uint8).numpy()
         return cpu, memoryview(arr).cast("B")
     flat = cpu.reshape(-1)
     if flat.dtype is not torch.uint8:

@@ -189,6 +189,11 @@ def _tensor_cases() -> dict:
         "expanded-stride0": torch.arange(3.0).expand(4, 3),
         "permuted-4d": torch.randn(2, 3, 4, 5, generator=g).permute(3, 1, 0, 2),
         "bf16-transposed": torch.randn(4, 6, generator=g).to(torch.bfloat16).t(),
+        # Contiguous by torch's rule, yet the size-1 last dimension has stride 2 (found by the
+        # Generated checks on a (2, 1) bfloat16 tensor).
+        "bf16-column-of-ones": torch.randn(1, 2, generator=g).to(torch.bfloat16).t(),
+        "complex64-column-of-ones": torch.randn(1, 3, dtype=torch.complex64, generator=g).t(),
+        "float16-size1-last-3d": torch.randn(2, 1, 3, generator=g).to(torch.float16).permute(0, 2, 1),
     }
     for name in ("float8_e4m3fn", "float8_e5m2"):
         if hasattr(torch, name):
