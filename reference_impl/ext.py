@@ -12,6 +12,7 @@ from __future__ import annotations
 import array
 import math
 import struct
+import warnings
 from itertools import repeat
 from operator import attrgetter, getitem
 from typing import Any, Callable, Optional, Sequence
@@ -100,7 +101,9 @@ class _ArrayPrefixes(dict):
         return prefix
 
 
-_PREFIXES = {tc: _ArrayPrefixes(tc) for tc in array.typecodes}
+with warnings.catch_warnings():  # Python 3.13 deprecates 'u'; peers may still send it
+    warnings.simplefilter("ignore", DeprecationWarning)
+    _PREFIXES = {tc: _ArrayPrefixes(tc) for tc in array.typecodes}
 
 
 def array_list_raw(values: list) -> Optional[msgspec.Raw]:
