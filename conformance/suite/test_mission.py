@@ -113,6 +113,9 @@ def _tensor_cases():
         "zero_dim": lambda: torch.tensor(-0.0, dtype=torch.bfloat16),
         "empty": lambda: torch.zeros((0, 4), dtype=torch.float32),
         "non_contiguous": lambda: torch.arange(12.0).reshape(3, 4).t(),
+        # Contiguous by torch's rule (a size-1 dimension's stride does not count), yet the last
+        # stride is 2: a byte view of 2-byte elements refuses it.
+        "size1_last_dim_strided": lambda: torch.arange(2.0).reshape(1, 2).to(torch.bfloat16).t(),
         "sliced_view": lambda: torch.arange(20.0)[5:11].reshape(2, 3),
         "requires_grad": lambda: torch.ones(3, requires_grad=True) * 2,
         "cuda": lambda: torch.arange(6.0, device="cuda") if torch.cuda.is_available() else pytest.skip("no GPU"),
