@@ -25,7 +25,7 @@ import asyncio
 import copy
 import shutil
 import time
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
 import zmq
 import zmq.asyncio
@@ -45,7 +45,23 @@ class ReceivePathError(RuntimeError):
     """A message did not get through a receive path (dropped, refused, or answered with an error)."""
 
 
-class ReceivePathRig:
+_R = TypeVar("_R", bound="_Rig")
+
+
+class _Rig:
+    """A context manager whose close() frees every socket, context and directory it made."""
+
+    def __enter__(self: _R) -> _R:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class ReceivePathRig(_Rig):
     """One controller and dp_size scheduler receive paths; a context manager (close() frees everything)."""
 
     def __init__(self, transport: str, *, dp_size: int = 2, debug_skip_unwrap: Sequence[str] = (),
@@ -68,12 +84,6 @@ class ReceivePathRig:
         except BaseException:
             self.close()
             raise
-
-    def __enter__(self) -> "ReceivePathRig":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     # -- the paths -----------------------------------------------------------------
     def through_controller(self, obj: Any) -> Any:
@@ -144,7 +154,7 @@ class ReceivePathRig:
         shutil.rmtree(self.ipc.ipc_dir, ignore_errors=True)
 
 
-class OutputPathRig:
+class OutputPathRig(_Rig):
     """The receive paths outputs take back to the client: the detokenizer's and the tokenizer
     manager's; a context manager (close() frees everything)."""
 
@@ -158,27 +168,22 @@ class OutputPathRig:
         self.loop = asyncio.new_event_loop()
         self.detokenizer: Any = None
         self.tokenizer_manager: Any = None
-        self.senders: list[Sender] = []
+        self.from_scheduler: Any = None
+        self.from_detokenizer: Any = None
         try:
             self.detokenizer = detokenizer_receiver(self.ctx, self.config, self.ipc, Tap(None, DETOKENIZER))
             self.tokenizer_manager = tokenizer_manager_receiver(self.async_ctx, self.config, self.ipc,
                                                                 Tap(None, TOKENIZER_MANAGER))
             # What a scheduler and the detokenizer send with (scheduler.py, detokenizer.py).
-            self.senders = [Sender(self.ctx, self.ipc.detokenizer, transport),
-                            Sender(self.ctx, self.ipc.tokenizer_manager, transport)]
+            self.from_scheduler = Sender(self.ctx, self.ipc.detokenizer, transport)
+            self.from_detokenizer = Sender(self.ctx, self.ipc.tokenizer_manager, transport)
         except BaseException:
             self.close()
             raise
 
-    def __enter__(self) -> "OutputPathRig":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     def through_detokenizer(self, obj: Any) -> Any:
         """Send obj as a scheduler rank does; returns what the detokenizer's receive path hands on."""
-        self.senders[0].send(obj)
+        self.from_scheduler.send(obj)
         got = self.detokenizer.recv(timeout_ms=int(self.timeout_s * 1000))
         if got is None:
             raise ReceivePathError(f"the detokenizer received no {type(obj).__name__} within {self.timeout_s} s")
@@ -186,7 +191,7 @@ class OutputPathRig:
 
     def through_tokenizer_manager(self, obj: Any) -> Any:
         """Send obj as the detokenizer does; returns what the tokenizer manager's receive path hands on."""
-        self.senders[1].send(obj)
+        self.from_detokenizer.send(obj)
         try:
             return self.loop.run_until_complete(asyncio.wait_for(self.tokenizer_manager.recv(), self.timeout_s))
         except asyncio.TimeoutError:
@@ -194,10 +199,10 @@ class OutputPathRig:
                                    f"within {self.timeout_s} s") from None
 
     def close(self) -> None:
-        for sock in (self.detokenizer, self.tokenizer_manager, *self.senders):
+        for sock in (self.detokenizer, self.tokenizer_manager, self.from_scheduler, self.from_detokenizer):
             if sock is not None:
                 sock.close()
-        self.detokenizer, self.tokenizer_manager, self.senders = None, None, []
+        self.detokenizer = self.tokenizer_manager = self.from_scheduler = self.from_detokenizer = None
         for ctx in (self.ctx, self.async_ctx):
             ctx.term()
         self.loop.close()
