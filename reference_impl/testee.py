@@ -70,7 +70,7 @@ def read_message(stream: BinaryIO) -> Optional[dict]:
         return None
     try:
         request = msgspec.msgpack.decode(body)
-    except Exception as exc:  # noqa: BLE001 - DecodeError, or UnicodeDecodeError from older msgspec
+    except Exception as exc:  # noqa: BLE001 - DecodeError; UnicodeDecodeError or TypeError from msgspec <= 0.22
         raise ParseError(f"the request frame is not msgpack: {type(exc).__name__}: {exc}") from None
     if not isinstance(request, dict):
         raise ParseError(f"a request is a msgpack map, this frame holds a {type(request).__name__}")
