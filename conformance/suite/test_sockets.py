@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import tempfile
+import threading
 
 import pytest
 import torch
@@ -48,19 +49,68 @@ def test_message_over_socket(ipc, struct, transport, pair):
     assert not diffs, f"{struct} changed over a {transport} socket:\n  " + "\n  ".join(diffs[:10])
 
 
+@pytest.fixture
+def late_link():
+    """A sender connected to an endpoint nobody has bound yet, and `bind()`, which binds the
+    receiver. ZeroMQ queues what the sender sends until then: nothing can reach the peer
+    before the test lets it, however the two threads are scheduled."""
+    ctx = zmq.Context()
+    with tempfile.TemporaryDirectory() as folder:
+        endpoint = f"ipc://{folder}/link"
+        sockets = []
+
+        def make(kind):
+            sock = ctx.socket(kind)
+            for option, value in ((zmq.LINGER, 0), (zmq.RCVTIMEO, 10_000), (zmq.SNDTIMEO, 10_000),
+                                  (zmq.RECONNECT_IVL, 10)):
+                sock.setsockopt(option, value)
+            sockets.append(sock)
+            return sock
+
+        def bind():
+            receiver = make(zmq.PAIR)
+            receiver.bind(endpoint)
+            return receiver
+
+        sender = make(zmq.PAIR)
+        sender.connect(endpoint)
+        yield sender, bind
+        for sock in sockets:
+            sock.close()
+    ctx.term()
+
+
+# How long a send that waits for the peer (correct: it returns once the bytes are out) is
+# given before the receiver binds anyway.
+_GRACE_S = 0.5
+
+
 @check("ZeroCopy", per=("transport",), name="BufferReuseSafe")
-def test_buffer_reuse_after_zero_copy_send(ipc, transport, pair):
+def test_buffer_reuse_after_zero_copy_send(ipc, transport, late_link):
     """Defect class 11: mutating a tensor right after a zero-copy send returns must not
-    change what the peer receives ("trailing characters" decode errors in vLLM)."""
+    change what the peer receives ("trailing characters" decode errors in vLLM).
+
+    The receiver binds only once the caller has overwritten its tensor (or, for a send that
+    blocks until the peer has the bytes, after a grace period), so a send that returns while
+    ZeroMQ still reads the caller's memory is caught every time, not only when the I/O
+    threads happen to lose the race."""
     from conformance.suite.test_mission import _tensor_carrier
 
     struct, field = _tensor_carrier(ipc)
-    sender, receiver = pair
+    sender, bind = late_link
     tensor = torch.arange(BIG // 4, dtype=torch.float32)
     value = ipc.instance(struct, "typical")
     setattr(value, field, [tensor])
-    _send_or_skip(ipc, sender, value, transport, zero_copy=True)
-    tensor.fill_(-1.0)  # the caller reuses its buffer as soon as send returns
-    got = getattr(ipc.adapter.recv(receiver, transport), field)[0]
+    reused = threading.Event()
+    receiver: list = []
+    binder = threading.Thread(target=lambda: (reused.wait(_GRACE_S), receiver.append(bind())))
+    binder.start()
+    try:
+        _send_or_skip(ipc, sender, value, transport, zero_copy=True)
+        tensor.fill_(-1.0)  # the caller reuses its buffer as soon as send returns
+    finally:
+        reused.set()
+        binder.join()
+    got = getattr(ipc.adapter.recv(receiver[0], transport), field)[0]
     assert torch.equal(got, torch.arange(BIG // 4, dtype=torch.float32)), (
         "the peer received values written after send returned: the buffer was still in flight")
