@@ -204,6 +204,28 @@ def test_zero_copy_tensor_can_be_mutated_once_send_returns(sockets):
         tensor.copy_(original)
 
 
+
+def _unbound_sender(ctx: zmq.Context, endpoint: str, timeout_ms: int) -> zmq.Socket:
+    """A sender connected where nobody listens: ZeroMQ queues its message and never lets go."""
+    sender = _configure(ctx.socket(zmq.PAIR))
+    sender.setsockopt(zmq.SNDTIMEO, timeout_ms)
+    sender.connect(endpoint)
+    return sender
+
+
+def test_zero_copy_send_holds_until_released(ipc_dir):
+    # Deterministic counterpart of the test above: with no peer, ZeroMQ keeps the tensor,
+    # so a send that honours the tracker cannot return; it gives up at SNDTIMEO.
+    ctx = zmq.Context()
+    sender = _unbound_sender(ctx, f"ipc://{ipc_dir}/nobody", 300)
+    try:
+        with pytest.raises(zmq.NotDone):
+            zmq_io.send(sender, embedding_output(big_tensor()), "msgpack", zero_copy=True)
+    finally:
+        sender.close()
+        ctx.term()
+
+
 # -- asyncio ----------------------------------------------------------------------
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_async_round_trip(ipc_dir, transport):
@@ -236,6 +258,20 @@ def test_async_zero_copy_tensor_can_be_mutated_once_asend_returns(ipc_dir):
                 tensor.copy_(original)
         finally:
             _close_async(ctx, sender, receiver)
+
+    asyncio.run(main())
+
+
+
+def test_async_zero_copy_send_holds_until_released(ipc_dir):
+    async def main():
+        ctx = zmq.asyncio.Context()
+        sender = _unbound_sender(ctx, f"ipc://{ipc_dir}/nobody", 300)
+        try:
+            with pytest.raises(zmq.NotDone):
+                await zmq_io.asend(sender, embedding_output(big_tensor()), "msgpack", zero_copy=True)
+        finally:
+            _close_async(ctx, sender)
 
     asyncio.run(main())
 
