@@ -204,7 +204,6 @@ def test_zero_copy_tensor_can_be_mutated_once_send_returns(sockets):
         tensor.copy_(original)
 
 
-
 def _unbound_sender(ctx: zmq.Context, endpoint: str, timeout_ms: int) -> zmq.Socket:
     """A sender connected where nobody listens: ZeroMQ queues its message and never lets go."""
     sender = _configure(ctx.socket(zmq.PAIR))
@@ -260,7 +259,6 @@ def test_async_zero_copy_tensor_can_be_mutated_once_asend_returns(ipc_dir):
             _close_async(ctx, sender, receiver)
 
     asyncio.run(main())
-
 
 
 def test_async_zero_copy_send_holds_until_released(ipc_dir):
