@@ -15,15 +15,19 @@ from conformance.plugin import check
 BIG = 16 * 1024 * 1024  # bytes: large enough for ZeroMQ to send without copying
 
 
+def _socket(ctx: zmq.Context) -> zmq.Socket:
+    """A PAIR socket that never blocks a check for more than 10 s, nor its teardown at all."""
+    sock = ctx.socket(zmq.PAIR)
+    for option, value in ((zmq.LINGER, 0), (zmq.RCVTIMEO, 10_000), (zmq.SNDTIMEO, 10_000)):
+        sock.setsockopt(option, value)
+    return sock
+
+
 @pytest.fixture
 def pair():
     ctx = zmq.Context()
     with tempfile.TemporaryDirectory() as folder:
-        a, b = ctx.socket(zmq.PAIR), ctx.socket(zmq.PAIR)
-        for sock in (a, b):
-            sock.setsockopt(zmq.LINGER, 0)
-            sock.setsockopt(zmq.RCVTIMEO, 10_000)
-            sock.setsockopt(zmq.SNDTIMEO, 10_000)
+        a, b = _socket(ctx), _socket(ctx)
         a.bind(f"ipc://{folder}/link")
         b.connect(f"ipc://{folder}/link")
         yield a, b
@@ -59,20 +63,15 @@ def late_link():
         endpoint = f"ipc://{folder}/link"
         sockets = []
 
-        def make(kind):
-            sock = ctx.socket(kind)
-            for option, value in ((zmq.LINGER, 0), (zmq.RCVTIMEO, 10_000), (zmq.SNDTIMEO, 10_000),
-                                  (zmq.RECONNECT_IVL, 10)):
-                sock.setsockopt(option, value)
-            sockets.append(sock)
-            return sock
-
         def bind():
-            receiver = make(zmq.PAIR)
+            receiver = _socket(ctx)
+            sockets.append(receiver)
             receiver.bind(endpoint)
             return receiver
 
-        sender = make(zmq.PAIR)
+        sender = _socket(ctx)
+        sockets.append(sender)
+        sender.setsockopt(zmq.RECONNECT_IVL, 10)  # ms: reach the receiver soon after it binds
         sender.connect(endpoint)
         yield sender, bind
         for sock in sockets:
