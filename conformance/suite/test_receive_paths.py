@@ -11,7 +11,7 @@ capability ``receive_paths()``; implementations without it skip.
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 import pytest
@@ -33,12 +33,9 @@ TO_TOKENIZER_MANAGER = ("BatchStrOutput", "BatchEmbeddingOutput", "FlushCacheReq
                         "UpdateWeightsFromTensorReqOutput", "AbortReq")
 
 
-def _known(ipc, names: tuple[str, ...]) -> list[str]:
-    return [name for name in names if name in ipc.message_names]
-
-
-def _carried(ipc) -> list[str]:
-    return _known(ipc, CARRIED)
+def _known(names: tuple[str, ...]) -> Callable[[Any], list[str]]:
+    """The check's struct cases: those of `names` the implementation's catalogue has."""
+    return lambda ipc: [name for name in names if name in ipc.message_names]
 
 
 def _path(ipc, name: str) -> Any:
@@ -86,28 +83,28 @@ def _through(ipc, path: str, struct: str, transport: str) -> None:
     assert not changed, f"sending {struct} modified the sender's object (SPEC R-PW-1): {changed[:3]}"
 
 
-@check("ReceivePath", per=("struct", "transport"), name="Controller", cases={"struct": _carried})
+@check("ReceivePath", per=("struct", "transport"), name="Controller", cases={"struct": _known(CARRIED)})
 def test_receive_path_controller(ipc, struct, transport):
     """tokenizer manager -> data-parallel controller: what its receive path hands to dispatch
     (which must then reach the scheduler rank(s), not answer with an error)."""
     _through(ipc, "controller", struct, transport)
 
 
-@check("ReceivePath", per=("struct", "transport"), name="Scheduler", cases={"struct": _carried})
+@check("ReceivePath", per=("struct", "transport"), name="Scheduler", cases={"struct": _known(CARRIED)})
 def test_receive_path_scheduler(ipc, struct, transport):
     """controller broadcast -> every scheduler rank: what each rank's receive path hands on."""
     _through(ipc, "scheduler", struct, transport)
 
 
 @check("ReceivePath", per=("struct", "transport"), name="Detokenizer",
-       cases={"struct": lambda ipc: _known(ipc, TO_DETOKENIZER)})
+       cases={"struct": _known(TO_DETOKENIZER)})
 def test_receive_path_detokenizer(ipc, struct, transport):
     """scheduler -> detokenizer: what its receive path hands to detokenization."""
     _through(ipc, "detokenizer", struct, transport)
 
 
 @check("ReceivePath", per=("struct", "transport"), name="TokenizerManager",
-       cases={"struct": lambda ipc: _known(ipc, TO_TOKENIZER_MANAGER)})
+       cases={"struct": _known(TO_TOKENIZER_MANAGER)})
 def test_receive_path_tokenizer_manager(ipc, struct, transport):
     """detokenizer (and any engine process reporting an error) -> tokenizer manager: what its
     receive path hands to the waiting requests."""
