@@ -31,8 +31,8 @@ DEFECTS = {
         "Required.Trace.TokenizedGenerateReqInput.ContextSurvivesForwarding.msgpack"]),
     "5-top-level-str": ("NoTopLevelStr", "Primitive", ["Required.Primitive.str.TopLevel.msgpack"]),
     "6-pickle-sink": ("UnpicklesWireBytes", "Security", [
-        "Recommended.Security.top_level.NoPickleFromUntrustedPeer",
-        "Recommended.Security.field.NoPickleFromUntrustedPeer"]),
+        "Required.Security.top_level.NoPickleFromUntrustedPeer",
+        "Required.Security.field.NoPickleFromUntrustedPeer"]),
     "7a-tensor-dtype": ("UpcastsBfloat16", "Tensor", ["Required.Tensor.bfloat16.Exact.msgpack"]),
     "7b-requires-grad": ("KeepsRequiresGradUnderPickle", "Tensor", [
         "Required.Tensor.requires_grad.Exact.pickle", "Required.Tensor.requires_grad.SameOnBothTransports"]),

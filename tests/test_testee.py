@@ -217,5 +217,5 @@ def test_broken_receive_paths_fail_the_unwrap_and_security_checks():
     last, text = _run(f"cmd:{TESTEE} --break no-unwrap --break unsafe-receive",
                       "(Unwrap and TokenizedGenerateReqInput) or Security", "--strict")
     for check_id in ("Required.Unwrap.TokenizedGenerateReqInput.NoWrapperLeft.msgpack",
-                     "Recommended.Security.top_level.NoPickleFromUntrustedPeer"):
+                     "Required.Security.top_level.NoPickleFromUntrustedPeer"):
         assert f"[{check_id}]" in text, f"{check_id} did not fail:\n{text[-3000:]}"

@@ -234,7 +234,8 @@ def _security_payload(ipc, case, marker):
     return value
 
 
-@check("Security", per=("case",), level="Recommended", name="NoPickleFromUntrustedPeer",
+# R-PW-5 is a MUST: a receive path that unpickles wire bytes fails the run.
+@check("Security", per=("case",), name="NoPickleFromUntrustedPeer",
        cases={"case": lambda ipc: ["top_level", "field"]})
 def test_no_pickle_from_untrusted_peer(ipc, case, tmp_path):
     marker = tmp_path / "pickle-ran"
