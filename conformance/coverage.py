@@ -1,0 +1,254 @@
+"""Field-arm coverage: which (struct, field, arm) triples a set of messages exercises.
+
+An arm is one way a field's value can travel, read off its type expression:
+each Union arm (None included), the element of a non-empty List/Set/Tuple/Dict,
+each enum member, each Literal value, True and False of a bool, and a non-default
+value of every other leaf (int != 0, non-empty str/bytes/tensor/array, Any not None).
+A field typed with a struct covers the arm naming that struct; the struct's own
+fields are triples of their own, counted once per message whatever the path to them
+(a bug in how a nested field travels shows wherever that struct is sent).
+
+Arm labels are paths through the type, e.g. for Optional[List[Optional[int]]]:
+"None", "List[].None", "List[].int".
+"""
+
+from __future__ import annotations
+
+import array
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
+
+import msgspec
+import numpy as np
+import torch
+
+from .manifest import Manifest, T
+
+__all__ = ["Coverage", "Triple", "arms", "measure", "reachable", "universe"]
+
+Triple = tuple[str, str, str]  # (struct, field, arm)
+
+_SEQUENCES = {"List": "List[]", "Set": "Set[]", "FrozenSet": "FrozenSet[]", "VarTuple": "Tuple[]"}
+
+
+def _join(path: str, segment: str) -> str:
+    return f"{path}.{segment}" if path else segment
+
+
+def arms(t: T, manifest: Manifest, path: str = "") -> list[str]:
+    """Every arm label of a type expression (a field's arms, in type order)."""
+    k = t.kind
+    if k == "Union":
+        return [label for a in t.args for label in arms(a, manifest, path)]
+    if k in _SEQUENCES:
+        return arms(t.args[0], manifest, _join(path, _SEQUENCES[k]))
+    if k == "Tuple":
+        return [label for i, a in enumerate(t.args) for label in arms(a, manifest, _join(path, f"Tuple[{i}]"))] \
+            or [_join(path, "Tuple[()]")]
+    if k == "Dict":
+        return arms(t.args[0], manifest, _join(path, "Dict{key}")) + arms(t.args[1], manifest, _join(path, "Dict{value}"))
+    if k == "bool":
+        return [_join(path, "bool=True"), _join(path, "bool=False")]
+    if k == "Literal":
+        return [_join(path, f"Literal={json.dumps(v)}") for v in t.values]
+    if k == "Ref" and t.name in manifest.enums:
+        return [_join(path, f"{t.name}={m}") for m in manifest.enums[t.name].members]
+    if k == "Ref":
+        return [_join(path, t.name or "?")]
+    if k == "Array":
+        return [_join(path, "Array")]
+    return [_join(path, k)]  # int float str bytes None Any Tensor NDArray
+
+
+def reachable(manifest: Manifest, root: str) -> list[str]:
+    """The structs a message can carry at any depth (itself first), each once."""
+    seen, todo = [root], [root]
+    while todo:
+        for f in manifest.structs[todo.pop()].fields:
+            for name in sorted(f.type_expr.refs()):
+                if name in manifest.structs and name not in seen:
+                    seen.append(name)
+                    todo.append(name)
+    return seen
+
+
+def universe(manifest: Manifest, message: str) -> list[Triple]:
+    """Every (struct, field, arm) a message must exercise."""
+    return [(s, f.name, a) for s in reachable(manifest, message)
+            for f in manifest.structs[s].fields for a in arms(f.type_expr, manifest)]
+
+
+class _Observer:
+    """Walks values against their declared types and records the arms they take."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+        self.seen: set[Triple] = set()
+
+    def struct(self, value: Any, name: str) -> None:
+        for f in self.manifest.structs[name].fields:
+            if hasattr(value, f.name):
+                self._value(getattr(value, f.name), f.type_expr, "", (name, f.name))
+
+    def _value(self, v: Any, t: T, path: str, where: tuple[str, str]) -> None:
+        k = t.kind
+        hit = lambda segment: self.seen.add((*where, _join(path, segment)))  # noqa: E731
+        if k == "Union":
+            arm = _arm_of(v, t.args, self.manifest)
+            if arm is not None:
+                self._value(v, arm, path, where)
+        elif k == "None":
+            if v is None:
+                hit("None")
+        elif k in _SEQUENCES:
+            if isinstance(v, (list, tuple, set, frozenset)):
+                for item in v:
+                    self._value(item, t.args[0], _join(path, _SEQUENCES[k]), where)
+        elif k == "Tuple":
+            if isinstance(v, tuple) and len(v) == len(t.args):
+                if not t.args:
+                    hit("Tuple[()]")
+                for i, (item, a) in enumerate(zip(v, t.args)):
+                    self._value(item, a, _join(path, f"Tuple[{i}]"), where)
+        elif k == "Dict":
+            if isinstance(v, dict):
+                for key, item in v.items():
+                    self._value(key, t.args[0], _join(path, "Dict{key}"), where)
+                    self._value(item, t.args[1], _join(path, "Dict{value}"), where)
+        elif k == "bool":
+            if isinstance(v, bool):
+                hit(f"bool={v}")
+        elif k == "Literal":
+            if _literal_match(v, t.values):
+                hit(f"Literal={json.dumps(v)}")
+        elif k == "Ref" and t.name in self.manifest.enums:
+            if isinstance(v, enum.Enum) and type(v).__name__ == t.name:
+                hit(f"{t.name}={v.name}")
+        elif k == "Ref":
+            if isinstance(v, msgspec.Struct) and type(v).__name__ == t.name:
+                hit(t.name or "?")
+                self.struct(v, t.name or "?")
+        elif _non_default_leaf(v, k):
+            hit("Array" if k == "Array" else k)
+
+
+def _literal_match(v: Any, values: Iterable[Any]) -> bool:
+    return any(type(v) is type(x) and v == x for x in values)
+
+
+def _non_default_leaf(v: Any, kind: str) -> bool:
+    if kind == "int":
+        return isinstance(v, int) and not isinstance(v, (bool, enum.Enum)) and v != 0
+    if kind == "float":
+        return isinstance(v, float) and v != 0.0
+    if kind in ("str", "bytes"):
+        return isinstance(v, (str if kind == "str" else (bytes, bytearray))) and len(v) > 0
+    if kind == "Tensor":
+        return isinstance(v, torch.Tensor) and v.numel() > 0
+    if kind == "NDArray":
+        return isinstance(v, np.ndarray) and v.size > 0
+    if kind == "Array":
+        return isinstance(v, array.array) and len(v) > 0
+    if kind == "Any":
+        return v is not None
+    return False
+
+
+def _matches(v: Any, t: T, manifest: Manifest) -> bool:
+    """Does a value belong to this type (shallowly: containers by their own class)?"""
+    k = t.kind
+    if k == "None":
+        return v is None
+    if k == "bool":
+        return isinstance(v, bool)
+    if k == "int":
+        return isinstance(v, int) and not isinstance(v, (bool, enum.Enum))
+    if k == "float":
+        return isinstance(v, float)
+    if k == "str":
+        return isinstance(v, str) and not isinstance(v, enum.Enum)
+    if k == "bytes":
+        return isinstance(v, (bytes, bytearray))
+    if k == "List":
+        return isinstance(v, list)
+    if k in ("VarTuple", "Tuple"):
+        return isinstance(v, tuple)
+    if k == "Set":
+        return isinstance(v, set)
+    if k == "FrozenSet":
+        return isinstance(v, frozenset)
+    if k == "Dict":
+        return isinstance(v, dict)
+    if k == "Literal":
+        return _literal_match(v, t.values)
+    if k == "Tensor":
+        return isinstance(v, torch.Tensor)
+    if k == "NDArray":
+        return isinstance(v, np.ndarray)
+    if k == "Array":
+        return isinstance(v, array.array)
+    if k == "Any":
+        return True
+    if k == "Ref":
+        return type(v).__name__ == t.name
+    return False
+
+
+def _arm_of(v: Any, options: Iterable[T], manifest: Manifest) -> T | None:
+    # Literal before str and Any last: a union's most specific arm claims the value.
+    ordered = sorted(options, key=lambda a: (a.kind == "Any", a.kind != "Literal"))
+    return next((a for a in ordered if _matches(v, a, manifest)), None)
+
+
+@dataclass
+class Coverage:
+    """Covered and uncovered triples, per message."""
+
+    manifest: Manifest
+    covered: dict[str, set[Triple]] = field(default_factory=dict)
+    required: dict[str, list[Triple]] = field(default_factory=dict)
+
+    def uncovered(self, message: str | None = None) -> list[tuple[str, Triple]]:
+        names = [message] if message else list(self.required)
+        return [(m, t) for m in names for t in self.required[m] if t not in self.covered[m]]
+
+    def counts(self, message: str | None = None) -> tuple[int, int]:
+        """(covered, required) for one message or all of them."""
+        names = [message] if message else list(self.required)
+        total = sum(len(self.required[m]) for m in names)
+        return total - len(self.uncovered(message)), total
+
+    def percent(self, message: str | None = None) -> float:
+        done, total = self.counts(message)
+        return 100.0 * done / total if total else 100.0
+
+    def render(self, *, per_message: bool = True, limit: int = 200) -> str:
+        lines = []
+        if per_message:
+            for m in self.required:
+                done, total = self.counts(m)
+                lines.append(f"{m}: {done}/{total} ({self.percent(m):.1f}%)")
+        missing = self.uncovered()
+        for m, (s, f, a) in missing[:limit]:
+            lines.append(f"uncovered: {m}: {s}.{f} [{a}]")
+        if len(missing) > limit:
+            lines.append(f"... and {len(missing) - limit} more uncovered")
+        done, total = self.counts()
+        lines.append(f"field-arm coverage of {self.manifest.id}: {done}/{total} ({self.percent():.1f}%), "
+                     f"{len(self.required)} messages, {len(missing)} uncovered")
+        return "\n".join(lines)
+
+
+def measure(manifest: Manifest, sent: Mapping[str, Iterable[Any]]) -> Coverage:
+    """Coverage of the given instances, {message: [instance, ...]}; every message of the
+    manifest is counted (one sent nothing: all of its triples uncovered)."""
+    result = Coverage(manifest)
+    for spec in manifest.messages:
+        observer = _Observer(manifest)
+        for value in sent.get(spec.name, ()):
+            observer.struct(value, spec.name)
+        result.required[spec.name] = universe(manifest, spec.name)
+        result.covered[spec.name] = observer.seen & set(result.required[spec.name])
+    return result

@@ -1,0 +1,24 @@
+"""Every field at every depth: each message's EveryArm instances round-trip identically.
+
+The instances (conformance/every_arm.py) give every field of every struct a message can
+carry, however deep, a value of each arm of its type (conformance/coverage.py), so a
+field that does not travel fails here even when no canonical variant sets it.
+"""
+
+from __future__ import annotations
+
+from conformance.compare import differences
+from conformance.every_arm import EveryArmBuilder
+from conformance.plugin import check
+
+
+@check("RoundTrip", per=("struct", "transport"), name="EveryArm")
+def test_every_arm(ipc, struct, transport):
+    # Built twice: the expected values stay untouched by whatever encode does to its input.
+    sent = EveryArmBuilder(ipc.manifest, ipc.classes).instances(struct)
+    expected = EveryArmBuilder(ipc.manifest, ipc.classes).instances(struct)
+    for i, (value, want) in enumerate(zip(sent, expected)):
+        decoded = ipc.adapter.decode(ipc.adapter.encode(value, transport), transport)
+        diffs = differences(want, decoded)
+        assert not diffs, (f"{struct} EveryArm instance {i}/{len(sent)} changed crossing {transport}: "
+                           f"{diffs[0]}" + (f" (and {len(diffs) - 1} more)" if len(diffs) > 1 else ""))
