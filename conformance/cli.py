@@ -126,7 +126,32 @@ def _smoke(args: argparse.Namespace) -> int:
     return smoke(args.impl, args.manifest)
 
 
+def _coverage(args: argparse.Namespace) -> int:
+    from .coverage import measure
+    from .every_arm import deterministic_sends
+    from .golden.catalogue import catalogue_for
+    from .manifest import bundled_manifests, load_manifest
+
+    complete = True
+    for manifest_id in args.manifest or bundled_manifests():
+        manifest = load_manifest(manifest_id)
+        sent = deterministic_sends(manifest, catalogue_for(manifest).classes, every_arm=not args.canonical_only)
+        result = measure(manifest, sent)
+        print(result.render(per_message=args.per_message))
+        complete &= not result.uncovered()
+    return 0 if complete else 1
+
+
 def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
+    cov = sub.add_parser("coverage", help="field-arm coverage: does every field of every struct a message can "
+                         "carry, at any depth, take each arm of its type in the deterministic checks? (exit 1 if not)")
+    cov.add_argument("--manifest", action="append", default=[], help="only this manifest id; repeatable "
+                     "(default: every bundled manifest)")
+    cov.add_argument("--per-message", action="store_true", help="also print covered/required per message")
+    cov.add_argument("--canonical-only", action="store_true",
+                     help="count only the canonical variants (without the EveryArm instances)")
+    cov.set_defaults(func=_coverage)
+
     schema = sub.add_parser("schema", help="manifest schema tools").add_subparsers(dest="schema_command", required=True)
     sd = schema.add_parser("diff", help="every change between two manifests, by rule, classified for msgpack "
                            "(array_like) and pickle peers")

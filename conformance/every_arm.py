@@ -29,7 +29,7 @@ import torch
 from .coverage import reachable as _reachable
 from .manifest import Manifest, T
 
-__all__ = ["EveryArmBuilder"]
+__all__ = ["EveryArmBuilder", "deterministic_sends"]
 
 
 class EveryArmBuilder:
@@ -150,3 +150,18 @@ class EveryArmBuilder:
 def _seed(struct: str, field: str) -> int:
     """A stable number per field, so neighbouring fields carry different values."""
     return zlib.crc32(f"{struct}.{field}".encode())
+
+
+def deterministic_sends(manifest: Manifest, classes: Mapping[str, type], *,
+                        every_arm: bool = True) -> dict[str, list[Any]]:
+    """{message: instances} that the suite's deterministic checks send: the canonical
+    variants (RoundTrip.Identical, the golden vectors) and, unless every_arm is False,
+    the EveryArm instances."""
+    from .values import canonical_instances
+
+    sent = {name: list(by_variant.values()) for name, by_variant in canonical_instances(manifest, classes).items()}
+    if every_arm:
+        builder = EveryArmBuilder(manifest, classes)
+        for name in sent:
+            sent[name] += builder.instances(name)
+    return sent
