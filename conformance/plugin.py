@@ -158,10 +158,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     check_id = _check_id(report.nodeid)
     if report.when != "call" or check_id is None:
         return
+    if report.failed and harness_error(call.excinfo.value if call.excinfo else None):
+        # The testee crashed, hung or broke the protocol: no verdict on the check was
+        # reached, so this is a failure whatever the check's level or the list says.
+        report.ipc_message = "harness error: " + _message(report)
+        return
     expected = _expectations(item.config).get(check_id)
     if expected is None:
         if report.failed and check_id.startswith("Recommended.") and not item.config.getoption("--ipc-strict"):
-            # Recommended: reported, but only fails the run in strict mode.
+            # Recommended: reported and counted on its own, but only fails the run in strict
+            # mode, so pytest sees it as skipped (its exit status then agrees with the summary).
             report.ipc_message = _message(report)
             report.ipc_recommended = True
             report.outcome = "skipped"
@@ -181,7 +187,29 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         report.longrepr = (f"{check_id} is listed in {ipc.expectations_path} but passed: remove it "
                            "(ipc-conformance run --fix-expectations)")
     else:
-        report.longrepr = f"{report.longrepr}\n(listed in {ipc.expectations_path} with another message prefix)"
+        # Keep the actual error in front: the list only tells what was expected instead.
+        actual = _message(report)
+        report.ipc_message = f"{actual} (listed in {ipc.expectations_path} as failing with: {expected.describe()})"
+        report.longrepr = f"{report.longrepr}\n(listed in {ipc.expectations_path} as failing with: {expected.describe()})"
+
+
+def harness_error(exc: Optional[BaseException]) -> bool:
+    """Whether exc is (or was caused by) a harness failure: the testee crashed, timed out
+    or broke the protocol. Such a failure is never skipped, expected or merely recommended."""
+    from .testee.adapter import TesteeRuntimeError
+    from .testee.protocol import ProtocolError
+
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (TesteeRuntimeError, ProtocolError)):
+            return True
+        todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
+    return False
 
 
 def _message_of_failure(call: pytest.CallInfo) -> str:
@@ -190,7 +218,9 @@ def _message_of_failure(call: pytest.CallInfo) -> str:
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     check_id = _check_id(report.nodeid)
-    if check_id and (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):
+    if not check_id:
+        return
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         xfailed = bool(getattr(report, "wasxfail", "")) and report.skipped
         recommended = getattr(report, "ipc_recommended", False)
         _results.append({
@@ -199,6 +229,21 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
             "message": getattr(report, "ipc_message", "") or _message(report),
             **({"reason": report.wasxfail} if xfailed else {}),
         })
+    elif report.when == "teardown" and report.failed:
+        # An error after the check (e.g. stopping a crashed testee) fails pytest's run: the
+        # check's record must say so too, or the summary and the exit status disagree.
+        record = next((r for r in reversed(_results) if r["id"] == check_id), None)
+        if record is None:
+            _results.append({"id": check_id, "outcome": "failed", "message": "teardown: " + _message(report)})
+        else:
+            record.update(outcome="failed", message=f"{record['message']}\nteardown: {_message(report)}".strip())
+
+
+def pytest_collectreport(report: pytest.CollectReport) -> None:
+    # A suite module that cannot be collected runs none of its checks: a failure of the run.
+    if report.failed:
+        _results.append({"id": "Required.Harness.Collection.Collects", "outcome": "failed",
+                         "message": f"{report.nodeid}: {_message(report)}"})
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -208,7 +253,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     ipc = session_of(config)
     meta = {"impl": ipc.adapter.label, "manifest": ipc.manifest.id, "transport": ipc.transport}
     if config.getoption("--ipc-report"):
-        Path(config.getoption("--ipc-report")).write_text(json.dumps({**meta, "results": _results}, indent=1))
+        Path(config.getoption("--ipc-report")).write_text(json.dumps(report.results_json(meta, _results), indent=1))
     if config.getoption("--ipc-report-dir"):
         report.write_all(Path(config.getoption("--ipc-report-dir")), meta, _results, ipc.pickle_residue())
     if not config.getoption("--ipc-fix-expectations"):
@@ -227,7 +272,7 @@ def results() -> list[dict[str, Any]]:
     return _results
 
 
-def _message(report: pytest.TestReport) -> str:
+def _message(report: Any) -> str:
     if report.passed:
         return ""
     crash = getattr(report.longrepr, "reprcrash", None)
@@ -239,19 +284,24 @@ def _message(report: pytest.TestReport) -> str:
 
 
 def expected_line(records: list[dict[str, Any]]) -> str:
+    """The line before the summary: what failed without failing the run."""
     line = f"expected failures: {sum(r['outcome'] == 'xfailed' for r in records)}"
     unreproduced = sum(r["message"] == "listed generated failure not reproduced this run" for r in records)
     if unreproduced:
         line += f", listed generated failures not reproduced: {unreproduced}"
     recommended = sum(r["outcome"] == "recommended-failed" for r in records)
-    return line + (f", recommended checks failed: {recommended} (counted as skipped; --strict fails them)"
-                   if recommended else "")
+    return line + (f", recommended checks failed: {recommended} (fail the run with --strict)" if recommended else "")
+
+
+def counts(records: list[dict[str, Any]]) -> dict[str, int]:
+    """passed / failed / skipped as the summary line counts them: expected failures and
+    recommended checks that failed are none of these (the line before counts them)."""
+    return {k: sum(r["outcome"] == k for r in records) for k in ("passed", "failed", "skipped")}
 
 
 def summary_line(records: list[dict[str, Any]]) -> str:
-    counts = {k: sum(r["outcome"] == k for r in records) for k in ("passed", "failed", "skipped")}
-    counts["skipped"] += sum(r["outcome"] == "recommended-failed" for r in records)
-    return f"conformance: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped"
+    c = counts(records)
+    return f"conformance: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:

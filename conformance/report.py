@@ -38,7 +38,12 @@ def _cell(entries: list[tuple[str, str]]) -> str:
     return " ".join(f"{SYMBOL.get(o, o)}{axes and ' ' + axes}" for axes, o in entries if o != "passed")
 
 
+OUTCOMES = ("passed", "failed", "xfailed", "recommended-failed", "skipped")
+
+
 def counts(records: list[dict[str, Any]]) -> dict[str, int]:
+    """Checks per outcome. Each outcome is counted once, under its own name: a recommended
+    check that failed is never counted as skipped (nor as passed)."""
     out: dict[str, int] = defaultdict(int)
     for r in records:
         out[r["outcome"]] += 1
@@ -108,15 +113,26 @@ def badge(records: list[dict[str, Any]]) -> dict[str, Any]:
     """shields.io endpoint JSON."""
     c = counts(records)
     ran = len(records) - c.get("skipped", 0)
-    ok = c.get("passed", 0) + c.get("xfailed", 0) + c.get("recommended-failed", 0)
-    color = "brightgreen" if not c.get("failed") else ("orange" if c["failed"] < 0.01 * ran else "red")
-    return {"schemaVersion": 1, "label": "ipc conformance", "message": f"{ok}/{ran}", "color": color}
+    ok = c.get("passed", 0) + c.get("xfailed", 0)  # a recommended check that failed is not ok
+    recommended = c.get("recommended-failed", 0)
+    if c.get("failed"):
+        color = "orange" if c["failed"] < 0.01 * ran else "red"
+    else:
+        color = "yellowgreen" if recommended else "brightgreen"
+    message = f"{ok}/{ran}" + (f", {recommended} recommended failing" if recommended else "")
+    return {"schemaVersion": 1, "label": "ipc conformance", "message": message, "color": color}
+
+
+def results_json(meta: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """results.json: the run's metadata, its count per outcome, one record per check."""
+    c = counts(records)
+    return {**meta, "counts": {k: c.get(k, 0) for k in OUTCOMES}, "results": records}
 
 
 def write_all(folder: Path, meta: dict[str, Any], records: list[dict[str, Any]],
               residue: Optional[dict[str, Any]] = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.json").write_text(json.dumps({**meta, "results": records}, indent=1))
+    (folder / "results.json").write_text(json.dumps(results_json(meta, records), indent=1))
     (folder / "report.md").write_text(markdown(meta, records, residue))
     (folder / "report.html").write_text(html_report(meta, records))
     (folder / "badge.json").write_text(json.dumps(badge(records)))
