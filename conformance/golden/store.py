@@ -3,6 +3,8 @@
     golden/<manifest id>/index.json                 the cases, their files, sizes and sha256
     golden/<manifest id>/<Struct>.<variant>.msgpack the exact msgpack bytes of the message
     golden/<manifest id>/<Struct>.<variant>.view.json  its JSON view (conformance.golden.view)
+    golden/<manifest id>/refusals.json              inputs every implementation must refuse
+                                                    (conformance.golden.refusals)
 
 Every bundled manifest has a folder; one case per message of the manifest and variant
 (minimal, typical, edge of conformance.values). index.json records a hash of the
@@ -23,6 +25,7 @@ import msgspec
 from ..manifest import Manifest, bundled_manifests, load_manifest
 from ..paths import golden_dir
 from ..values import VARIANTS, ValueBuilder
+from . import refusals
 from . import view as jview
 from .catalogue import catalogue_for
 
@@ -117,6 +120,9 @@ def _expected_files(manifest_id: str, manifest_json: bytes) -> dict[str, bytes]:
         out[c.msgpack_file] = c.msgpack
         out[c.view_file] = c.view_text.encode("utf-8")
     out[INDEX] = index_text(manifest, all_cases).encode("utf-8")
+    typical = {c.struct: c.msgpack for c in all_cases if c.variant == "typical"}
+    out[refusals.FILE] = refusals.corpus_text(manifest, typical.__getitem__, manifest_digest(manifest),
+                                              UPDATE_COMMAND).encode("utf-8")
     return out
 
 
