@@ -173,6 +173,9 @@ def tensor_bytes(tensor: torch.Tensor) -> tuple[torch.Tensor, memoryview]:
         raise WireError("msgpack", f"cannot send a {tensor.layout} tensor; only dense tensors", direction="encode")
     if tensor.is_meta:
         raise WireError("msgpack", "cannot send a meta tensor: it has no data", direction="encode")
+    if tensor.is_quantized:  # its scale and zero point live outside the bytes (SPEC R-TEN-1)
+        raise WireError("msgpack", f"cannot send a quantized tensor ({tensor.dtype}): it has no raw-byte form",
+                        direction="encode")
     if tensor.is_cpu and not tensor.requires_grad and not tensor.is_conj() and not tensor.is_neg():
         cpu = tensor.contiguous()  # the common case: nothing to detach, resolve or move
     else:
