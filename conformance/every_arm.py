@@ -36,7 +36,7 @@ class EveryArmBuilder:
     def __init__(self, manifest: Manifest, classes: Mapping[str, type]) -> None:
         self.manifest = manifest
         self.classes = classes
-        self._building: list[str] = []  # structs under construction: a cycle ends in its shortest value
+        self._building: list[str] = []  # structs under construction: a cycle ends at its second turn
         self.struct_width = lru_cache(maxsize=None)(self._struct_width)
         self._reach = lru_cache(maxsize=None)(lambda name: frozenset(_reachable(manifest, name)))
 
@@ -72,7 +72,7 @@ class EveryArmBuilder:
             return len(self.manifest.enums[t.name].members)
         if k == "Ref" and t.name in self.manifest.structs and t.name != "PickleWrapper":
             if t.name in stack or t.name in self._building:
-                return 1
+                return 1  # a cycle: its arms are covered by the outer instances
             return self._struct_width(t.name, stack) if stack else self.struct_width(t.name)
         if k == "Tuple":
             return max([self.width(a, stack) for a in t.args] or [1])
@@ -132,17 +132,19 @@ class EveryArmBuilder:
 
     def _reenters(self, t: T) -> bool:
         """Would a value of t contain a struct that is being built (a cycle of the manifest)?"""
-        building = set(self._building)
-        return any(building & self._reach(name) for name in t.refs() if name in self.manifest.structs)
+        # A struct may hold itself once (so the arm that recurses is covered), not twice.
+        nested_twice = {name for name in self._building if self._building.count(name) >= 2}
+        return any(nested_twice & self._reach(name) for name in t.refs() if name in self.manifest.structs)
 
     def _ref(self, name: str, index: int, seed: int) -> Any:
         target = self.classes[name]
         if isinstance(target, type) and issubclass(target, enum.Enum):
-            return list(target)[index]
+            members = list(target)
+            return members[index % len(members)]
         if name == "PickleWrapper":
             # Wrapped bytes are implementation-private: a fixed protocol-4 payload.
             return target(data=pickle.dumps({"seed": seed}, protocol=4))
-        if name in self._building:
+        if self._building.count(name) >= 2:
             raise ValueError(f"{name} contains itself with no Optional or container to end the cycle")
         return self.instance(name, index)
 

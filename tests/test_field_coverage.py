@@ -18,6 +18,7 @@ from conformance.every_arm import EveryArmBuilder, deterministic_sends
 from conformance.golden import from_view, to_view
 from conformance.golden.catalogue import catalogue_for
 from conformance.manifest import bundled_manifests, load_manifest, parse
+from conformance.manifest.model import Manifest
 
 HERE = Path(__file__).resolve().parent
 DEEP = ("MultimodalDataItem", "offsets")  # depth 4 in BatchTokenizedGenerateReqInput
@@ -130,3 +131,21 @@ def test_only_every_arm_catches_a_field_lost_at_depth_four(tmp_path):
     assert "$.batch[0].mm_inputs.mm_items[0].offsets" in failed[
         "Required.RoundTrip.BatchTokenizedGenerateReqInput.EveryArm.msgpack"]
     assert len(results) > 100  # the other checks of these messages ran, and passed
+
+
+def test_a_cycle_in_the_manifest_is_covered_and_ends():
+    """A struct that holds itself: one nested turn covers the recursive arms, then it stops."""
+    manifest = msgspec.json.decode(msgspec.json.encode({
+        "implementation": "toy", "version": "1", "module": "toy.io", "union": ["Node"],
+        "structs": {"Node": {
+            "name": "Node", "module": "toy.io", "tag": "Node", "tag_field": "type", "role": "message",
+            "options": {"array_like": True},
+            "fields": [{"name": "value", "type": "int"}, {"name": "next", "type": "Optional[Node]"},
+                       {"name": "children", "type": "List[Node]"}, {"name": "flag", "type": "Optional[bool]"}]}}}),
+        type=Manifest)
+    catalogue = catalogue_for(manifest)
+    instances = EveryArmBuilder(manifest, catalogue.classes).instances("Node")
+    result = measure(manifest, {"Node": instances})
+    assert not result.uncovered(), result.render()
+    for value in instances:
+        assert not differences(value, catalogue.decode(catalogue.encode(value)))
