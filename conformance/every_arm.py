@@ -52,7 +52,11 @@ class EveryArmBuilder:
             for f in spec.fields:
                 t = f.type_expr
                 kwargs[f.name] = self.value(t, index % self.width(t), _seed(name, f.name))
-            return self.classes[name](**kwargs)
+            try:
+                return self.classes[name](**kwargs)
+            except (TypeError, ValueError) as exc:  # the implementation's class refuses the manifest's fields
+                raise ValueError(f"cannot build {name} (EveryArm instance {index}) from the manifest's fields: "
+                                 f"{exc}") from exc
         finally:
             self._building.pop()
 

@@ -18,7 +18,11 @@ def test_every_arm(ipc, struct, transport):
     sent = EveryArmBuilder(ipc.manifest, ipc.classes).instances(struct)
     expected = EveryArmBuilder(ipc.manifest, ipc.classes).instances(struct)
     for i, (value, want) in enumerate(zip(sent, expected)):
-        decoded = ipc.adapter.decode(ipc.adapter.encode(value, transport), transport)
+        where = f"{struct} EveryArm instance {i}/{len(sent)}"
+        try:
+            decoded = ipc.adapter.decode(ipc.adapter.encode(value, transport), transport)
+        except Exception as exc:  # the implementation's own error names the field; add which instance
+            raise AssertionError(f"{where} could not cross {transport}: {type(exc).__name__}: {exc}") from exc
         diffs = differences(want, decoded)
-        assert not diffs, (f"{struct} EveryArm instance {i}/{len(sent)} changed crossing {transport}: "
-                           f"{diffs[0]}" + (f" (and {len(diffs) - 1} more)" if len(diffs) > 1 else ""))
+        assert not diffs, (f"{where} changed crossing {transport}: {diffs[0]}"
+                           + (f" (and {len(diffs) - 1} more)" if len(diffs) > 1 else ""))
