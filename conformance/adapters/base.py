@@ -29,6 +29,10 @@ class Adapter:
     catalogue_module: Optional[str] = None
     catalogue_options: Mapping[str, Any] = {}
     _catalogue: Optional[tuple] = None
+    #: The exceptions with which this implementation refuses bad input: decode of bytes that
+    #: do not match the manifest, encode of a value with no wire form. The Refuses checks pass
+    #: only on these; any other exception counts as a crash. Declare them precisely.
+    refusal_errors: tuple[type[BaseException], ...] = (ValueError,)
 
     def classes(self) -> Mapping[str, type]:
         """Every struct and enum of the catalogue, by name."""

@@ -6,6 +6,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from reference_impl.errors import WireError
+
 from .base import Adapter, ReceivePath
 
 #: Scheduler ranks behind the controller in the receive-path checks: a broadcast reaches several.
@@ -17,6 +19,7 @@ class ReferenceAdapter(Adapter):
     name = "reference"
     catalogue_module = "reference_impl.io_struct"
     catalogue_options = {"union_attr": "CUSTOM_MESSAGE_TYPES", "array_typecode": "q"}
+    refusal_errors = (WireError,)  # the codec's one error, for every input it refuses
 
     def __init__(self, *, engine_debug_skip_unwrap: Sequence[str] = ()) -> None:
         """engine_debug_skip_unwrap: test hook only (EngineConfig.debug_skip_unwrap): these engine

@@ -12,6 +12,8 @@ import importlib.metadata
 import pickle
 from typing import Any, Sequence
 
+import msgspec
+
 from .base import Adapter
 
 MODULE = "sglang.srt.managers.io_struct"
@@ -23,6 +25,12 @@ class SGLangAdapter(Adapter):
     name = "sglang"
     catalogue_module = MODULE
     catalogue_options = {"imports": CUSTOM_TYPE_MODULES, "array_typecode": "q"}
+    # What upstream refuses with on purpose: msgspec's decode errors (ValidationError is one;
+    # msgpack_utils raises DecodeError for a short buffer extension), msgspec's encode error,
+    # the OverflowError of an int beyond 64 bits, the UnicodeError of a str that is not valid
+    # Unicode (msgspec up to 0.22 also decodes bad UTF-8 with it). Anything else its extension
+    # hook lets escape (ValueError unpacking metadata, torch's RuntimeError) is a crash.
+    refusal_errors = (msgspec.DecodeError, msgspec.EncodeError, OverflowError, UnicodeError)
 
     def __init__(self) -> None:
         self._io = importlib.import_module(MODULE)

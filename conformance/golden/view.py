@@ -114,8 +114,14 @@ def to_view(value: Any) -> Any:
 
 
 def dumps(view: Any) -> str:
-    """The canonical text of a view: UTF-8 JSON, one-space indent, newline at the end."""
-    return json.dumps(view, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+    """The canonical text of a view: UTF-8 JSON, one-space indent, newline at the end. A str
+    with a lone surrogate has no UTF-8 form: such a view is written all-ASCII (`\\ud800`)."""
+    text = json.dumps(view, ensure_ascii=False, indent=1, allow_nan=False) + "\n"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(view, ensure_ascii=True, indent=1, allow_nan=False) + "\n"
+    return text
 
 
 def loads(text: str) -> Any:

@@ -1,0 +1,111 @@
+"""Refusals: every input of golden/<manifest>/refusals.json MUST be refused (SPEC §13.2).
+
+A decode case hands the implementation msgpack bytes that do not match the manifest; an
+encode case asks it to encode a value that has no wire form. The check passes only when
+the implementation refuses with an error of its declared kind (Adapter.refusal_errors; a
+testee answers exactly the case's category, parse_error or serialize_error). Returning a
+value fails, showing what came back; any other exception, a testee's runtime_error or a
+crash fails as "crashed instead of refusing": hostile bytes must end in an error, not in a
+broken process.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any, Callable
+
+import pytest
+
+from conformance.plugin import check
+
+NO_CORPUS = "NoCorpus"
+
+
+@lru_cache(maxsize=None)
+def _corpus(manifest_json: bytes, manifest_id: str) -> dict[str, Any]:
+    """{case id: Refusal} of the manifest, empty when it has no up-to-date refusals.json."""
+    import msgspec
+
+    from conformance.golden import manifest_digest, refusals
+    from conformance.manifest.model import Manifest
+    from conformance.paths import golden_dir
+
+    path = golden_dir() / manifest_id / refusals.FILE
+    if not path.exists():
+        return {}
+    text = path.read_text()
+    if json.loads(text).get("manifest_sha256") != manifest_digest(msgspec.json.decode(manifest_json, type=Manifest)):
+        return {}
+    return {case.id: case for case in refusals.load(text)}
+
+
+def _cases(ipc: Any) -> dict[str, Any]:
+    return _corpus(ipc.manifest.to_json(), ipc.manifest.id)
+
+
+def _ids(kind: str) -> Callable[[Any], list[str]]:
+    def ids(ipc: Any) -> list[str]:
+        return [i for i, case in _cases(ipc).items() if case.kind == kind] or [NO_CORPUS]
+
+    return ids
+
+
+def _case(ipc: Any, refusal: str) -> Any:
+    if refusal == NO_CORPUS:
+        pytest.skip(f"no up-to-date golden/{ipc.manifest.id}/refusals.json "
+                    "(run `ipc-conformance golden update` for a new bundled manifest)")
+    if "msgpack" not in ipc.transports:
+        pytest.skip("refusal vectors are msgpack; this run does not check msgpack")
+    return _cases(ipc)[refusal]
+
+
+def _shown(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception as exc:  # noqa: BLE001 - what an implementation accepted may not even print
+        return f"a {type(value).__name__} that cannot be shown ({type(exc).__name__}: {exc})"
+    return text if len(text) <= 300 else text[:300] + "..."
+
+
+def _judge(ipc: Any, case: Any, attempt: Callable[[], Any]) -> None:
+    from conformance.testee.adapter import SubprocessAdapter, TesteeError, TesteeRuntimeError
+
+    where = f"{case.struct or 'message'}{'.' + case.field if case.field else ''}"
+    must = f"it MUST refuse ({case.requirement}: {case.why})"
+    try:
+        got = attempt()
+    except TesteeError as exc:
+        if exc.kind != case.category:
+            pytest.fail(f"{where}: the testee answered {exc.kind}, not {case.category}: {exc}")
+        return
+    except TesteeRuntimeError as exc:
+        pytest.fail(f"{where}: crashed instead of refusing ({case.category} expected; {must}): {exc}")
+    except Exception as exc:  # noqa: BLE001 - judged below: a declared refusal, or a crash
+        if isinstance(ipc.adapter, SubprocessAdapter):
+            if not isinstance(exc, AssertionError):
+                raise  # the runner's own failure, not the testee's answer
+            # it answered a payload, and the reference cannot read it back
+            pytest.fail(f"{where}: accepted input {must}: the testee answered a payload instead of "
+                        f"{case.category}, and the payload does not decode either ({type(exc).__name__}: {exc})")
+        if isinstance(exc, ipc.adapter.refusal_errors):
+            return
+        pytest.fail(f"{where}: crashed instead of refusing ({must}): {type(exc).__name__}: {exc} "
+                    f"(not one of the adapter's refusal_errors)")
+    action = "decoded it to" if case.kind == "decode" else "encoded it to"
+    pytest.fail(f"{where}: accepted input {must}; {action} {_shown(got)}")
+
+
+@check("Refuses", per=("refusal",), name="Decode", cases={"refusal": _ids("decode")})
+def test_refuses_decode(ipc, refusal):
+    case = _case(ipc, refusal)
+    _judge(ipc, case, lambda: ipc.adapter.decode(case.payload, case.transport))
+
+
+@check("Refuses", per=("refusal",), name="Encode", cases={"refusal": _ids("encode")})
+def test_refuses_encode(ipc, refusal):
+    from conformance.golden.view import from_view
+
+    case = _case(ipc, refusal)
+    value = from_view(case.view, ipc.adapter.classes())
+    _judge(ipc, case, lambda: ipc.adapter.encode(value, case.transport))
