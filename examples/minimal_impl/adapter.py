@@ -20,6 +20,8 @@ from . import impl
 class MinimalAdapter(Adapter):
     name = "minimal-example"
     version = "0.1"
+    # msgspec's errors, its int and str encode errors, and the ValueError of its own refusals
+    refusal_errors = (msgspec.DecodeError, msgspec.EncodeError, OverflowError, UnicodeError, ValueError)
 
     def __init__(self) -> None:
         self._manifest, self._classes = extract_with_classes(

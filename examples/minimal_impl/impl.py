@@ -62,6 +62,8 @@ def ext_hook(code: int, data: memoryview) -> Any:
         return np.frombuffer(raw, dtype=np.dtype(meta[1])).reshape(meta[0]).copy()
     shape, dtype, device = meta
     dt = getattr(torch, dtype)
+    if str(dt).startswith("torch.q"):  # quantized: no raw-byte form, and reading one built from bytes crashes
+        raise ValueError(f"tensor dtype {dtype} is quantized")
     t = torch.frombuffer(bytearray(raw), dtype=dt).reshape(shape) if raw else torch.empty(shape, dtype=dt)
     return t.to(device)
 
