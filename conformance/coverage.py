@@ -48,7 +48,8 @@ def arms(t: T, manifest: Manifest, path: str = "") -> list[str]:
         return [label for i, a in enumerate(t.args) for label in arms(a, manifest, _join(path, f"Tuple[{i}]"))] \
             or [_join(path, "Tuple[()]")]
     if k == "Dict":
-        return arms(t.args[0], manifest, _join(path, "Dict{key}")) + arms(t.args[1], manifest, _join(path, "Dict{value}"))
+        return (arms(t.args[0], manifest, _join(path, "Dict{key}"))
+                + arms(t.args[1], manifest, _join(path, "Dict{value}")))
     if k == "bool":
         return [_join(path, "bool=True"), _join(path, "bool=False")]
     if k == "Literal":
@@ -96,7 +97,7 @@ class _Observer:
         k = t.kind
         hit = lambda segment: self.seen.add((*where, _join(path, segment)))  # noqa: E731
         if k == "Union":
-            arm = _arm_of(v, t.args, self.manifest)
+            arm = _arm_of(v, t.args)
             if arm is not None:
                 self._value(v, arm, path, where)
         elif k == "None":
@@ -156,7 +157,7 @@ def _non_default_leaf(v: Any, kind: str) -> bool:
     return False
 
 
-def _matches(v: Any, t: T, manifest: Manifest) -> bool:
+def _matches(v: Any, t: T) -> bool:
     """Does a value belong to this type (shallowly: containers by their own class)?"""
     k = t.kind
     if k == "None":
@@ -196,10 +197,10 @@ def _matches(v: Any, t: T, manifest: Manifest) -> bool:
     return False
 
 
-def _arm_of(v: Any, options: Iterable[T], manifest: Manifest) -> T | None:
+def _arm_of(v: Any, options: Iterable[T]) -> T | None:
     # Literal before str and Any last: a union's most specific arm claims the value.
     ordered = sorted(options, key=lambda a: (a.kind == "Any", a.kind != "Literal"))
-    return next((a for a in ordered if _matches(v, a, manifest)), None)
+    return next((a for a in ordered if _matches(v, a)), None)
 
 
 @dataclass

@@ -124,8 +124,8 @@ class EveryArmBuilder:
         if k == "Dict":
             key_t, value_t = t.args
             n = 0 if self._reenters(value_t) else max(self.width(key_t), self.width(value_t))
-            return {self.value(key_t, i % self.width(key_t), seed + i): self.value(value_t, i % self.width(value_t), seed + i)
-                    for i in range(n)}
+            return {self.value(key_t, i % self.width(key_t), seed + i):
+                    self.value(value_t, i % self.width(value_t), seed + i) for i in range(n)}
         if k == "Tensor":
             return torch.arange(6, dtype=torch.float32).reshape(2, 3) + seed % 89
         if k == "NDArray":
