@@ -126,6 +126,14 @@ def _smoke(args: argparse.Namespace) -> int:
     return smoke(args.impl, args.manifest)
 
 
+def _testee_replay(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .testee.replay import replay
+
+    return replay(Path(args.frame), args.impl)
+
+
 def _coverage(args: argparse.Namespace) -> int:
     from .coverage import measure
     from .every_arm import deterministic_sends
@@ -182,6 +190,13 @@ def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
     sm.add_argument("--impl", default="reference", help='implementation, e.g. "cmd:python -m reference_impl.testee"')
     sm.add_argument("--manifest", help="manifest id (default: the one the implementation claims)")
     sm.set_defaults(func=_smoke)
+
+    testee = sub.add_parser("testee", help="tools for cmd: testees").add_subparsers(dest="testee_command", required=True)
+    rp = testee.add_parser("replay", help="send one saved request (named in a failure message) to a testee "
+                                          "and print its answer")
+    rp.add_argument("frame", help="the .frame file the failure message names")
+    rp.add_argument("--impl", required=True, help='the testee, e.g. "cmd:./my-testee"')
+    rp.set_defaults(func=_testee_replay)
 
 
 def _report_compare(args: argparse.Namespace) -> int:

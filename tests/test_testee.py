@@ -4,6 +4,7 @@ and the suite's checks failing against deliberately broken testees."""
 from __future__ import annotations
 
 import io
+import shlex
 import struct
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from conformance.compare import differences
 from conformance.golden import cases
 from conformance.manifest import load_manifest
 from conformance.testee import SubprocessAdapter, TesteeError, TesteeRuntimeError, TesteeSkipped, command_argv
+from conformance.testee.adapter import TesteeAnswerError
 from conformance.testee import protocol
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -219,3 +221,138 @@ def test_broken_receive_paths_fail_the_unwrap_and_security_checks():
     for check_id in ("Required.Unwrap.TokenizedGenerateReqInput.NoWrapperLeft.msgpack",
                      "Required.Security.top_level.NoPickleFromUntrustedPeer"):
         assert f"[{check_id}]" in text, f"{check_id} did not fail:\n{text[-3000:]}"
+
+
+# -- stray bytes on stdout, capabilities, failure context ---------------------------------------
+# A minimal testee in a few lines, for behaviour the reference testee never shows.
+_INLINE = """
+import os, sys
+from conformance.testee import protocol
+out = sys.stdout.buffer
+hello = {{"type": "started", "protocol": 1, "implementation": {{"name": "inline", "version": "1"}},
+         "manifest": {manifest}, "transports": ["msgpack"], "ops": ["decode", "encode"]}}
+while (request := protocol.read_frame(sys.stdin.buffer)) is not None:
+    if request["type"] == "start":
+        protocol.write_frame(out, hello)
+    elif request["type"] == "stop":
+        protocol.write_frame(out, {{"type": "stopped"}}); break
+    else:
+        out.write({stray!r}); out.flush()
+        protocol.write_frame(out, {{"id": request["id"], "result": "payload", "payload": request.get("payload", b"")}})
+"""
+
+
+def _inline(stray: bytes = b"", manifest: str = '"sglang-0.5.23"') -> list[str]:
+    return [sys.executable, "-c", _INLINE.format(stray=stray, manifest=manifest)]
+
+
+def test_text_printed_before_the_first_frame_is_shown_as_text():
+    with pytest.raises(TesteeRuntimeError, match=r"wrote 'debug: starting up(\\n)?' on stdout before its first frame"):
+        SubprocessAdapter([sys.executable, "-c", "print('debug: starting up'); import time; time.sleep(30)"], timeout=10)
+
+
+def test_text_printed_between_frames_is_shown_as_text():
+    adapter = SubprocessAdapter(_inline(stray=b"warning: slow path\n"))
+    try:
+        with pytest.raises(TesteeRuntimeError, match=r"wrote 'warning: slow path\\n' on stdout after frame 1"):
+            adapter.decode(b"\xc0", "msgpack")
+    finally:
+        adapter.close()
+
+
+def test_a_huge_binary_length_prefix_names_its_bytes():
+    with pytest.raises(protocol.ProtocolError, match=r"length prefix ffffff7f\) before its first frame"):
+        protocol.read_frame(io.BytesIO(b"\xff\xff\xff\x7f"), frames_before=0)
+
+
+def test_the_testee_finds_the_claimed_manifest_where_the_runner_says():
+    # The inline testee claims the id read from the file the environment variable points to.
+    manifest = ('__import__("json").load(open(os.path.join(os.environ["IPC_CONFORMANCE_MANIFESTS"], '
+                '"sglang-0.5.23.json")))["implementation"] + "-0.5.23"')
+    adapter = SubprocessAdapter(_inline(manifest=manifest))
+    try:
+        assert adapter.manifest_id() == "sglang-0.5.23"
+    finally:
+        adapter.close()
+
+
+def test_capabilities_come_from_the_handshake(testee):
+    assert testee.capabilities == {"unwrap", "receive", "http", "define", "socket"}
+    limited = SubprocessAdapter(f"{TESTEE} --ops decode,encode --transports msgpack")
+    try:
+        assert limited.ops == {"decode", "encode"} and limited.capabilities == frozenset()
+        assert limited.transports == ("msgpack",) and limited.supports("msgpack") and not limited.supports("pickle")
+        assert not limited.supports("unwrap") and not limited.supports("socket")
+        with pytest.raises(TesteeSkipped, match="'unwrap'"):
+            limited.unwrap(cases(MANIFEST, ["AbortReq"])[0].value())
+    finally:
+        limited.close()
+
+
+def test_a_refusal_names_step_request_and_a_working_reproducer(testee, tmp_path, monkeypatch):
+    from conformance.testee.replay import replay
+
+    monkeypatch.setenv("IPC_TESTEE_REPLAY_DIR", str(tmp_path))
+    with pytest.raises(TesteeError) as caught:
+        testee.decode(b"\x93\xa8AbortReq\x01\x02", "msgpack")
+    first, *context = str(caught.value).splitlines()
+    assert first.startswith("testee parse_error: ") and "AbortReq" in first
+    assert context[0] == "  step: the testee's decode (and re-encode) of bytes the runner sent"
+    assert context[1] == "  request: decode struct=AbortReq transport=msgpack payload=12 bytes 93 a8 41 62 6f 72 74 52 65 71 01 02"
+    command = context[2].removeprefix("  reproduce: ")
+    assert command.startswith("ipc-conformance testee replay ")
+    frame = Path(shlex.split(command)[3])
+    assert frame.parent == tmp_path
+    lines: list[str] = []
+    assert replay(frame, shlex.split(command)[5], lines.append) == 1  # the same refusal, outside the suite
+    assert lines[2] == "result:  parse_error" and "AbortReq" in lines[3]
+
+
+def test_bytes_the_reference_cannot_decode_fail_the_check_naming_the_runner_step():
+    adapter = SubprocessAdapter(f"{TESTEE} --break flip-byte")
+    try:
+        good = cases(MANIFEST, ["AbortReq"])[0].msgpack  # ends in nil: flipped to 0xc1, never msgpack
+        with pytest.raises(TesteeAnswerError) as caught:
+            adapter.decode(good, "msgpack")
+        assert not isinstance(caught.value, ValueError)  # not a refusal: a check expecting one still fails
+        assert "step: the runner's reference decode of the testee's answer to 'decode'" in str(caught.value)
+    finally:
+        adapter.close()
+
+
+@pytest.mark.slow
+def test_a_testee_with_only_decode_and_encode_skips_what_needs_more_before_any_work():
+    select = "Unwrap or Trace or Security or HttpBase64 or LateGrandchild or (Socket and AbortReq)"
+    out = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--impl", f"cmd:{TESTEE} --ops decode,encode",
+                          "--", "-k", select, "-p", "no:randomly", "-rs"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    last, text = out.stdout.strip().splitlines()[-1], out.stdout
+    assert last.startswith("conformance: 0 passed, 0 failed, "), text[-3000:]
+    for op in ("unwrap", "receive", "http", "define", "socket"):
+        assert f"does not offer '{op}'" in text, f"no skip names {op!r}:\n{text[-3000:]}"
+
+
+def test_checks_that_need_a_missing_op_skip_before_sending_anything():
+    """The check bodies themselves, called with a testee that lists only decode and encode:
+    each skips naming the op, and the testee has seen no request but the handshake."""
+    import types as _types
+
+    from conformance.suite import test_mission, test_sockets
+
+    limited = SubprocessAdapter(f"{TESTEE} --ops decode,encode")
+    ipc = _types.SimpleNamespace(adapter=limited, manifest=MANIFEST, classes=limited.classes(),
+                                 instance=lambda struct, variant: cases(MANIFEST, [struct])[0].value())
+    calls = [
+        ("unwrap", lambda: test_mission.test_receive_path_unwraps(ipc, "TokenizedGenerateReqInput", "msgpack")),
+        ("unwrap", lambda: test_mission.test_trace_context_survives_forwarding(ipc, "TokenizedGenerateReqInput", "msgpack")),
+        ("receive", lambda: test_mission.test_no_pickle_from_untrusted_peer(ipc, "field", Path("/nonexistent"))),
+        ("http", lambda: test_mission.test_http_base64_decodes(ipc, "UpdateWeightsFromTensorReqInput")),
+        ("define", lambda: test_mission.test_late_grandchild_decodes(ipc, "id")),
+        ("socket", lambda: test_sockets.test_message_over_socket(ipc, "AbortReq", "msgpack", None)),
+    ]
+    try:
+        for op, call in calls:
+            with pytest.raises(pytest.skip.Exception, match=f"does not offer '{op}'"):
+                call()
+        assert limited._next_id == 0, "a check sent requests before finding out it must skip"
+    finally:
+        limited.close()

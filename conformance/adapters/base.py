@@ -12,6 +12,11 @@ if TYPE_CHECKING:
 #: receive path hands downstream.
 ReceivePath = Callable[[Any, str], Any]
 
+#: The optional operations a check may need besides encode/decode: `unwrap` (the trusted
+#: receive path), `receive` (the untrusted one), `http` (validate_http), `define` (a subclass
+#: defined after start-up), `socket` (send/recv over ZeroMQ).
+OPTIONAL_CAPABILITIES = frozenset({"unwrap", "receive", "http", "define", "socket"})
+
 
 class Adapter:
     """One implementation under test.
@@ -33,6 +38,13 @@ class Adapter:
     #: do not match the manifest, encode of a value with no wire form. The Refuses checks pass
     #: only on these; any other exception counts as a crash. Declare them precisely.
     refusal_errors: tuple[type[BaseException], ...] = (ValueError,)
+    #: Which OPTIONAL_CAPABILITIES this adapter offers. Checks ask ``supports()`` first and skip,
+    #: naming what is missing, before doing any work (an in-process adapter offers them all).
+    capabilities: frozenset[str] = OPTIONAL_CAPABILITIES
+
+    def supports(self, what: str) -> bool:
+        """Whether an optional capability (OPTIONAL_CAPABILITIES) or a transport is offered."""
+        return what in self.capabilities or what in self.transports
 
     def classes(self) -> Mapping[str, type]:
         """Every struct and enum of the catalogue, by name."""

@@ -13,6 +13,7 @@ import torch
 from conformance.compare import differences
 from conformance.http_json import to_http_json
 from conformance.plugin import check
+from conformance.suite.capability import require
 
 
 def _structs_with_field(ipc, predicate):
@@ -30,6 +31,7 @@ def _base64_structs(ipc):
 
 @check("HttpBase64", per=("struct",), name="Decodes", cases={"struct": _base64_structs})
 def test_http_base64_decodes(ipc, struct):
+    require(ipc, "http")
     expected = ipc.instance(struct, "typical")
     got = ipc.adapter.validate_http(struct, json.dumps(to_http_json(expected)))
     diffs = differences(expected, got)
@@ -38,6 +40,7 @@ def test_http_base64_decodes(ipc, struct):
 
 @check("HttpBase64", per=("struct",), name="RejectsMalformed", cases={"struct": _base64_structs})
 def test_http_base64_rejects_malformed(ipc, struct):
+    require(ipc, "http")
     payload = to_http_json(ipc.instance(struct, "typical"))
     field = next(f.name for f in ipc.manifest.structs[struct].fields if "base64" in f.annotations)
     payload[field] = ["not base64!"] if isinstance(payload[field], list) else "not base64!"
@@ -188,6 +191,7 @@ def _hop(ipc, obj, transport):
 
 @check("Unwrap", per=("struct", "transport"), name="NoWrapperLeft", cases={"struct": _opaque_structs})
 def test_receive_path_unwraps(ipc, struct, transport):
+    require(ipc, "unwrap")
     value = ipc.instance(struct, "typical")
     fields = _wrapper_fields(ipc.manifest.structs[struct])
     for name in fields:
@@ -202,6 +206,7 @@ def test_receive_path_unwraps(ipc, struct, transport):
 @check("Trace", per=("struct", "transport"), name="ContextSurvivesForwarding", cases={"struct": _opaque_structs})
 def test_trace_context_survives_forwarding(ipc, struct, transport):
     """tokenizer -> data-parallel controller -> scheduler: two hops, a re-wrap between them."""
+    require(ipc, "unwrap")
     field = _wrapper_fields(ipc.manifest.structs[struct])[0]
     value = ipc.instance(struct, "typical")
     setattr(value, field, {"trace_context": dict(TRACE), "created": 1.5})
@@ -238,6 +243,7 @@ def _security_payload(ipc, case, marker):
 @check("Security", per=("case",), name="NoPickleFromUntrustedPeer",
        cases={"case": lambda ipc: ["top_level", "field"]})
 def test_no_pickle_from_untrusted_peer(ipc, case, tmp_path):
+    require(ipc, "receive")
     marker = tmp_path / "pickle-ran"
     data = ipc.adapter.encode(_security_payload(ipc, case, marker), "msgpack")
     try:
@@ -251,6 +257,7 @@ def test_no_pickle_from_untrusted_peer(ipc, case, tmp_path):
 @check("Catalogue", per=(), name="LateGrandchildDecodes")
 def test_late_grandchild_decodes(ipc, ipc_check_id):
     """A subclass of a message, defined after start-up, is a grandchild of the request base."""
+    require(ipc, "define")
     parent_name = next(s.name for s in ipc.manifest.messages if s.base and ipc.manifest.structs[s.base].role == "base")
     parent = ipc.classes[parent_name]
     late = types.new_class(f"Late{parent_name}", (parent,), {"kw_only": True})

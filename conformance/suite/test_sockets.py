@@ -11,6 +11,7 @@ import zmq
 
 from conformance.compare import differences
 from conformance.plugin import check
+from conformance.suite.capability import require
 
 BIG = 16 * 1024 * 1024  # bytes: large enough for ZeroMQ to send without copying
 
@@ -45,6 +46,7 @@ def _send_or_skip(ipc, sock, obj, transport, zero_copy):
 
 @check("Socket", per=("struct", "transport"), name="ArrivesWhole")
 def test_message_over_socket(ipc, struct, transport, pair):
+    require(ipc, "socket")
     sender, receiver = pair
     _send_or_skip(ipc, sender, ipc.instance(struct, "typical"), transport, zero_copy=False)
     # A receive path unwraps PickleWrappers: compare with the canonical value, unwrapped.
@@ -93,6 +95,7 @@ def test_buffer_reuse_after_zero_copy_send(ipc, transport, late_link):
     blocks until the peer has the bytes, after a grace period), so a send that returns while
     ZeroMQ still reads the caller's memory is caught every time, not only when the I/O
     threads happen to lose the race."""
+    require(ipc, "socket")
     from conformance.suite.test_mission import _tensor_carrier
 
     struct, field = _tensor_carrier(ipc)

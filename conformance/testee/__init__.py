@@ -2,9 +2,11 @@
 
 spec/testee.md is the normative description. `protocol` holds the framing and the
 message checks, `adapter` the SubprocessAdapter behind `--impl cmd:<command>`, and
-`smoke` the quick check `ipc-conformance smoke` runs before a full run.
+`smoke` the quick check `ipc-conformance smoke` runs before a full run, `replay` the
+reproducer a failure message names (`ipc-conformance testee replay FILE --impl cmd:...`).
 """
 
-from .adapter import SubprocessAdapter, TesteeError, TesteeRuntimeError, TesteeSkipped, command_argv
+from .adapter import SubprocessAdapter, TesteeAnswerError, TesteeError, TesteeRuntimeError, TesteeSkipped, command_argv
 
-__all__ = ["SubprocessAdapter", "TesteeError", "TesteeRuntimeError", "TesteeSkipped", "command_argv"]
+__all__ = ["SubprocessAdapter", "TesteeAnswerError", "TesteeError", "TesteeRuntimeError", "TesteeSkipped",
+           "command_argv"]

@@ -34,13 +34,14 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import msgspec
 import pytest
 
-from ..adapters.base import Adapter
+from ..adapters.base import OPTIONAL_CAPABILITIES, Adapter
 from ..golden.catalogue import catalogue_for
 from ..golden.view import ViewError, dumps, to_view
 from ..manifest import Manifest, load_manifest
 from . import protocol
+from .replay import STEPS, describe_request, reproducer
 
-__all__ = ["SubprocessAdapter", "TesteeError", "TesteeRuntimeError", "TesteeSkipped"]
+__all__ = ["SubprocessAdapter", "TesteeAnswerError", "TesteeError", "TesteeRuntimeError", "TesteeSkipped"]
 
 DEFAULT_TIMEOUT = float(os.environ.get("IPC_TESTEE_TIMEOUT", "60"))
 
@@ -50,9 +51,16 @@ class TesteeError(ValueError):
 
     __test__ = False  # not a pytest class, whatever its name
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, context: str = "") -> None:
         self.kind = kind
-        super().__init__(f"testee {kind}: {message}")
+        super().__init__(f"testee {kind}: {message}{context}")
+
+
+class TesteeAnswerError(AssertionError):
+    """The testee answered `payload`, but the reference cannot decode those bytes: the check
+    fails (it is not a refusal by the testee)."""
+
+    __test__ = False
 
 
 class TesteeRuntimeError(RuntimeError):
@@ -88,7 +96,8 @@ class _Process:
         self.timeout = timeout
         self.log = tempfile.TemporaryFile()
         try:
-            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log)
+            self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                         env=_testee_environment())
         except OSError as exc:
             raise TesteeRuntimeError(f"cannot start testee {shlex.join(argv)}: {exc}") from None
         self.answers: "queue.Queue[Any]" = queue.Queue()
@@ -96,9 +105,11 @@ class _Process:
         self.reader.start()
 
     def _read(self) -> None:
+        frames = 0
         try:
             while True:
-                message = protocol.read_frame(self.proc.stdout)
+                message = protocol.read_frame(self.proc.stdout, frames_before=frames)
+                frames += 1
                 self.answers.put(message)
                 if message is None:
                     return
@@ -167,6 +178,8 @@ class SubprocessAdapter(Adapter):
         self.language = str(impl.get("language", "?"))
         self.transports = tuple(t for t in ("pickle", "msgpack") if t in self.hello.get("transports", ["msgpack"]))
         self.ops = frozenset(self.hello.get("ops", protocol.REQUIRED_OPS))
+        # what the suite may ask for; a ZeroMQ receive goes through the testee's 'unwrap'
+        self.capabilities = (self.ops & OPTIONAL_CAPABILITIES) | ({"socket"} if "unwrap" in self.ops else set())
         try:
             self.manifest: Manifest = load_manifest(self.hello["manifest"])
         except FileNotFoundError as exc:
@@ -192,10 +205,10 @@ class SubprocessAdapter(Adapter):
             self._process.stop()
             self._process = None
 
-    def _request(self, op: str, **fields: Any) -> bytes:
-        if op not in self.ops:
-            raise TesteeSkipped(f"the testee does not implement the optional '{op}' request")
-        if self._process is None:  # it died during an earlier request: one fresh start
+    def exchange(self, request: dict) -> dict:
+        """Send one request (it gets the next id) and return the testee's checked answer.
+        A testee that died during an earlier request is started afresh first."""
+        if self._process is None:
             self.restarts += 1
             hello = self._start()
             if hello["manifest"] != self.manifest.id:
@@ -203,11 +216,20 @@ class SubprocessAdapter(Adapter):
         self._next_id += 1
         request_id = self._next_id
         try:
-            answer = protocol.check_result(self._process.ask({"type": op, "id": request_id, **fields}), request_id)
+            return protocol.check_result(self._process.ask({**request, "id": request_id}), request_id)
         except (TesteeRuntimeError, protocol.ProtocolError) as exc:
             self._process.kill()
             self._process = None
             raise TesteeRuntimeError(str(exc)) from None
+
+    def _request(self, op: str, **fields: Any) -> bytes:
+        if op not in self.ops:
+            raise TesteeSkipped(f"the testee does not implement the optional '{op}' request")
+        request = {"type": op, **fields}
+        try:
+            answer = self.exchange(request)
+        except TesteeRuntimeError as exc:
+            raise TesteeRuntimeError(f"{exc}{self._context(request)}") from None
         kind = answer["result"]
         if kind == "payload":
             return bytes(answer["payload"])
@@ -215,8 +237,15 @@ class SubprocessAdapter(Adapter):
         if kind == "skipped":
             raise TesteeSkipped(f"testee skipped '{op}': {message}")
         if kind == "runtime_error":
-            raise TesteeRuntimeError(f"testee runtime_error: {message}")
-        raise TesteeError(kind, message)
+            raise TesteeRuntimeError(f"testee runtime_error: {message}{self._context(request)}")
+        raise TesteeError(kind, message, self._context(request))
+
+    def _context(self, request: dict, step: Optional[str] = None) -> str:
+        """Where a failure happened, what was asked, and how to ask it again outside the suite."""
+        op = str(request.get("type"))
+        return (f"\n  step: {step or STEPS.get(op, op)}"
+                f"\n  request: {describe_request(request)}"
+                f"\n  reproduce: {reproducer(request, self.argv)}")
 
     # -- catalogue: the claimed manifest ------------------------------------------------
     def classes(self) -> Mapping[str, type]:
@@ -232,10 +261,21 @@ class SubprocessAdapter(Adapter):
         return self.manifest.id
 
     # -- wire ------------------------------------------------------------------------
-    def _local_decode(self, data: bytes, transport: str) -> Any:
+    def local_decode(self, data: bytes, transport: str) -> Any:
+        """The reference decode of bytes the testee answered with."""
         if transport == "pickle":
             return pickle.loads(data)  # the runner trusts the testee it started
         return self._catalogue.decode(data)
+
+    def _answer_value(self, payload: bytes, transport: str, request: dict) -> Any:
+        try:
+            return self.local_decode(payload, transport)
+        except Exception as exc:  # noqa: BLE001 - any refusal of the testee's bytes fails the check
+            raise TesteeAnswerError(
+                f"the reference cannot decode the testee's answer ({len(payload)} bytes {payload[:32].hex(' ')}"
+                f"{' ...' if len(payload) > 32 else ''}): {exc}"
+                + self._context(request, f"the runner's reference decode of the testee's answer to "
+                                         f"'{request['type']}'")) from None
 
     def _view(self, obj: Any) -> str:
         self._define_late_subclasses(obj)
@@ -263,8 +303,8 @@ class SubprocessAdapter(Adapter):
         return self._request("encode", transport=transport, struct=struct, view=self._view(obj))
 
     def decode(self, data: bytes, transport: str) -> Any:
-        payload = self._request("decode", transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
-        return self._local_decode(payload, transport)
+        request = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
+        return self._answer_value(self._request("decode", **request), transport, {"type": "decode", **request})
 
     def wrap(self, obj: Any) -> Any:
         return obj  # the testee's encode is its whole sender path, wrapping included
@@ -277,11 +317,12 @@ class SubprocessAdapter(Adapter):
         return pickle.loads(self._request("unwrap", transport="msgpack", payload=data))
 
     def receive(self, data: bytes, transport: str) -> Any:
-        payload = self._request("receive", transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
-        return self._local_decode(payload, transport)
+        request = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
+        return self._answer_value(self._request("receive", **request), transport, {"type": "receive", **request})
 
     def validate_http(self, struct: str, json_text: str) -> Any:
-        return self._local_decode(self._request("http", struct=struct, json=json_text), "msgpack")
+        request = dict(struct=struct, json=json_text)
+        return self._answer_value(self._request("http", **request), "msgpack", {"type": "http", **request})
 
     def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
         """The testee's bytes, sent whole by the runner. A zero-copy send (a buffer shared
@@ -300,6 +341,13 @@ class SubprocessAdapter(Adapter):
     @property
     def label(self) -> str:
         return f"{self.name}-{self.version}"
+
+
+def _testee_environment() -> dict[str, str]:
+    """The runner's environment plus where its bundled manifests are (spec/testee.md 2.1)."""
+    from ..paths import manifests_dir
+
+    return {**os.environ, "IPC_CONFORMANCE_MANIFESTS": str(manifests_dir())}
 
 
 def _peek_tag(data: Any, transport: str) -> Optional[str]:

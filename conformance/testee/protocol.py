@@ -61,20 +61,61 @@ def write_frame(stream: BinaryIO, message: dict) -> None:
     stream.flush()
 
 
-def read_frame(stream: BinaryIO) -> Optional[dict]:
-    """One message, or None at a clean end of stream (before a length prefix)."""
+def read_frame(stream: BinaryIO, frames_before: Optional[int] = None) -> Optional[dict]:
+    """One message, or None at a clean end of stream (before a length prefix).
+    `frames_before` (frames already read) only makes error messages say where it went wrong."""
     head = stream.read(4)
     if not head:
         return None
+    where = _where(frames_before)
     if len(head) < 4:
-        raise ProtocolError("stream ended inside a length prefix")
+        if _is_text(head):
+            raise ProtocolError(f"the testee wrote {head.decode('ascii')!r} on stdout {where}: {_STDOUT_RULE}")
+        raise ProtocolError(f"stream ended inside a length prefix ({head.hex()}) {where}")
+    if _is_text(head):
+        # A 4-byte prefix of printable text is a frame of at least 538 MB: far likelier a print.
+        text = _text_prefix(head + _available(stream)).decode("ascii")
+        raise ProtocolError(f"the testee wrote {_clip(text)!r} on stdout {where}: {_STDOUT_RULE}")
     (size,) = _LEN.unpack(head)
     if size > MAX_FRAME:
-        raise ProtocolError(f"frame of {size} bytes is over the {MAX_FRAME}-byte limit")
+        raise ProtocolError(f"frame of {size} bytes (length prefix {head.hex()}) {where} is over the "
+                            f"{MAX_FRAME}-byte limit: stray bytes on stdout?")
     body = stream.read(size)
     if len(body) < size:
         raise ProtocolError(f"stream ended after {len(body)} of {size} frame bytes")
     return unpack(body)
+
+
+_STDOUT_RULE = "stdout carries only protocol frames; write logs to stderr"
+_TEXT = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
+
+
+def _is_text(data: bytes) -> bool:
+    return bool(data) and all(byte in _TEXT for byte in data)
+
+
+def _text_prefix(data: bytes) -> bytes:
+    end = next((i for i, byte in enumerate(data) if byte not in _TEXT), len(data))
+    return data[:end]
+
+
+def _available(stream: BinaryIO, limit: int = 200) -> bytes:
+    """What the stream holds right now, without waiting for more (for an error message)."""
+    read1 = getattr(stream, "read1", None)
+    try:
+        return read1(limit) if read1 is not None else b""
+    except (OSError, ValueError):
+        return b""
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _where(frames_before: Optional[int]) -> str:
+    if frames_before is None:
+        return "between frames"
+    return "before its first frame" if frames_before == 0 else f"after frame {frames_before}"
 
 
 def _str_list(value: Any) -> bool:
