@@ -13,9 +13,7 @@ every check the in-process reference passes: that proves the protocol. `--break 
     no-unwrap       the trusted receive path hands PickleWrappers on unopened
     crash           it exits in the middle of the first decode request
     bad-frame       it answers decode requests with a truncated frame
-
-`--ops decode,encode` and `--transports msgpack` make it list (and answer) only those, the way a
-testee in another language starts out; checks that need the rest are skipped, naming it.
+    accept-all      its decoder validates nothing: any msgpack comes back re-encoded as it came
 
 Only the framing is written out here; the JSON view is read with conformance.golden.view,
 the view's reference reader (any implementation may reuse it or write its own).
@@ -43,7 +41,7 @@ from reference_impl.errors import WireError
 from reference_impl.pickle_wrapper import map_wrapped
 
 PROTOCOL = 1
-BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame")
+BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame", "accept-all")
 OPS = ("decode", "encode", "http", "receive", "unwrap", "define")
 _LEN = struct.Struct("<I")
 
@@ -86,13 +84,20 @@ def write_message(stream: BinaryIO, message: dict) -> None:
     stream.flush()
 
 
+def _accept_all(data: bytes) -> bytes:
+    """A decoder that checks nothing but msgpack itself: no types, tags, defaults or extension
+    metadata (what the refusal vectors exist to catch); the untyped value goes back re-encoded."""
+    try:
+        value = msgspec.msgpack.decode(data, ext_hook=lambda code, raw: msgspec.msgpack.Ext(code, bytes(raw)))
+    except Exception as exc:  # noqa: BLE001 - not msgpack at all: even this decoder gives up
+        raise ParseError(f"{type(exc).__name__}: {exc}") from None
+    return msgspec.msgpack.encode(value)
+
+
 # -- the implementation -------------------------------------------------------------
 class Testee:
-    def __init__(self, breaks: set[str], ops: tuple[str, ...] = OPS,
-                 transports: tuple[str, ...] = ("msgpack", "pickle")) -> None:
+    def __init__(self, breaks: set[str]) -> None:
         self.breaks = breaks
-        self.ops = ops
-        self.transports = transports
         self.classes: dict[str, type] = {
             name: obj for name, obj in vars(io_struct).items()
             if isinstance(obj, type) and (issubclass(obj, msgspec.Struct) or issubclass(obj, enum.Enum))
@@ -110,8 +115,8 @@ class Testee:
                 "breaks": sorted(self.breaks),
             },
             "manifest": io_struct.MANIFEST_ID,
-            "transports": list(self.transports),
-            "ops": list(self.ops),
+            "transports": ["msgpack", "pickle"],
+            "ops": list(OPS),
         }
 
     # wire helpers
@@ -137,7 +142,7 @@ class Testee:
 
     def _transport(self, request: dict) -> str:
         transport = request.get("transport", "msgpack")
-        if transport not in self.transports:
+        if transport not in ("msgpack", "pickle"):
             raise Skip(f"transport {transport!r}")
         return transport
 
@@ -146,6 +151,8 @@ class Testee:
         transport = self._transport(request)
         if "crash" in self.breaks:
             os._exit(3)
+        if "accept-all" in self.breaks and transport == "msgpack":
+            return _accept_all(request["payload"])
         obj = self._decode(request["payload"], transport)
         if "drop-field" in self.breaks and isinstance(obj, msgspec.Struct) and obj.__struct_fields__:
             last = msgspec.structs.fields(obj)[-1]
@@ -220,7 +227,7 @@ class Testee:
         if kind == "stop":
             return {"type": "stopped"}
         answer: dict[str, Any] = {"id": request.get("id")}
-        handler: Optional[Callable[[dict], bytes]] = getattr(self, f"op_{kind}", None) if kind in self.ops else None
+        handler: Optional[Callable[[dict], bytes]] = getattr(self, f"op_{kind}", None) if kind in OPS else None
         try:
             if handler is None:
                 raise Skip(f"unknown request type {kind!r}")
@@ -237,29 +244,15 @@ class Testee:
         return answer
 
 
-def _subset_of(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
-    def parse(text: str) -> tuple[str, ...]:
-        chosen = tuple(item for item in text.split(",") if item)
-        unknown = sorted(set(chosen) - set(allowed))
-        if unknown or not chosen:
-            raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(allowed)}")
-        return chosen
-    return parse
-
-
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reference_impl.testee", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--break", dest="breaks", action="append", default=[], choices=BREAKS,
                         help="behave wrongly on purpose (repeatable)")
-    parser.add_argument("--ops", type=_subset_of(OPS), default=OPS,
-                        help="comma-separated ops to list in the handshake (decode and encode are required)")
-    parser.add_argument("--transports", type=_subset_of(("msgpack", "pickle")), default=("msgpack", "pickle"),
-                        help="comma-separated transports to list in the handshake")
     args = parser.parse_args(argv)
     out, inp = sys.stdout.buffer, sys.stdin.buffer
     sys.stdout = sys.stderr  # a stray print must never corrupt the protocol stream
-    testee = Testee(set(args.breaks), args.ops, args.transports)
+    testee = Testee(set(args.breaks))
     while True:
         try:
             request = read_message(inp)
