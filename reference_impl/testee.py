@@ -15,6 +15,9 @@ every check the in-process reference passes: that proves the protocol. `--break 
     bad-frame       it answers decode requests with a truncated frame
     accept-all      its decoder validates nothing: any msgpack comes back re-encoded as it came
 
+`--ops decode,encode` and `--transports msgpack` make it list (and answer) only those, the way a
+testee in another language starts out; checks that need the rest are skipped, naming it.
+
 Only the framing is written out here; the JSON view is read with conformance.golden.view,
 the view's reference reader (any implementation may reuse it or write its own).
 """
@@ -96,8 +99,11 @@ def _accept_all(data: bytes) -> bytes:
 
 # -- the implementation -------------------------------------------------------------
 class Testee:
-    def __init__(self, breaks: set[str]) -> None:
+    def __init__(self, breaks: set[str], ops: tuple[str, ...] = OPS,
+                 transports: tuple[str, ...] = ("msgpack", "pickle")) -> None:
         self.breaks = breaks
+        self.ops = ops
+        self.transports = transports
         self.classes: dict[str, type] = {
             name: obj for name, obj in vars(io_struct).items()
             if isinstance(obj, type) and (issubclass(obj, msgspec.Struct) or issubclass(obj, enum.Enum))
@@ -115,8 +121,8 @@ class Testee:
                 "breaks": sorted(self.breaks),
             },
             "manifest": io_struct.MANIFEST_ID,
-            "transports": ["msgpack", "pickle"],
-            "ops": list(OPS),
+            "transports": list(self.transports),
+            "ops": list(self.ops),
         }
 
     # wire helpers
@@ -142,7 +148,7 @@ class Testee:
 
     def _transport(self, request: dict) -> str:
         transport = request.get("transport", "msgpack")
-        if transport not in ("msgpack", "pickle"):
+        if transport not in self.transports:
             raise Skip(f"transport {transport!r}")
         return transport
 
@@ -227,7 +233,7 @@ class Testee:
         if kind == "stop":
             return {"type": "stopped"}
         answer: dict[str, Any] = {"id": request.get("id")}
-        handler: Optional[Callable[[dict], bytes]] = getattr(self, f"op_{kind}", None) if kind in OPS else None
+        handler: Optional[Callable[[dict], bytes]] = getattr(self, f"op_{kind}", None) if kind in self.ops else None
         try:
             if handler is None:
                 raise Skip(f"unknown request type {kind!r}")
@@ -244,15 +250,29 @@ class Testee:
         return answer
 
 
+def _subset_of(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+    def parse(text: str) -> tuple[str, ...]:
+        chosen = tuple(item for item in text.split(",") if item)
+        unknown = sorted(set(chosen) - set(allowed))
+        if unknown or not chosen:
+            raise argparse.ArgumentTypeError(f"{text!r}: choose from {', '.join(allowed)}")
+        return chosen
+    return parse
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m reference_impl.testee", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--break", dest="breaks", action="append", default=[], choices=BREAKS,
                         help="behave wrongly on purpose (repeatable)")
+    parser.add_argument("--ops", type=_subset_of(OPS), default=OPS,
+                        help="comma-separated ops to list in the handshake (decode and encode are required)")
+    parser.add_argument("--transports", type=_subset_of(("msgpack", "pickle")), default=("msgpack", "pickle"),
+                        help="comma-separated transports to list in the handshake")
     args = parser.parse_args(argv)
     out, inp = sys.stdout.buffer, sys.stdin.buffer
     sys.stdout = sys.stderr  # a stray print must never corrupt the protocol stream
-    testee = Testee(set(args.breaks))
+    testee = Testee(set(args.breaks), args.ops, args.transports)
     while True:
         try:
             request = read_message(inp)
