@@ -149,3 +149,14 @@ def test_a_cycle_in_the_manifest_is_covered_and_ends():
     assert not result.uncovered(), result.render()
     for value in instances:
         assert not differences(value, catalogue.decode(catalogue.encode(value)))
+
+
+@pytest.mark.slow
+def test_every_arm_through_a_cmd_testee():
+    """Every instance travels as a JSON view to a subprocess testee and back."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", "cmd:python -m reference_impl.testee",
+         "--", "-k", "EveryArm and (BatchTokenizedGenerateReqInput or BatchStrOutput)"],
+        capture_output=True, text=True, cwd=HERE.parent, timeout=300,
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "conformance: 4 passed, 0 failed, 0 skipped", proc.stdout[-3000:]
