@@ -1,0 +1,141 @@
+"""Decoders accept every valid encoding, not only the canonical one (SPEC §3, R-VAL-2, R-MSG-5,
+R-VEC-2): each golden vector, rewritten in a form a correct encoder elsewhere may write, must
+decode to the same value.
+
+Forms: ``float32`` (floats that fit, as float 32), ``int_floats`` (integral values of the
+message's own float fields as ints), ``wide_ints`` (every int in its 64-bit form), ``short``
+(trailing fields equal to their defaults left out), ``extra`` (an element after the last field).
+Only the forms that change a vector's bytes are checked for it.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from functools import lru_cache
+from typing import Any, Callable, Optional
+
+import msgspec
+import pytest
+
+from conformance.compare import differences
+from conformance.plugin import check
+from conformance.proof.msgpack_writer import Float32, WideInt, read, rewrite, write
+
+FLOAT_FIELDS = ("float", "Optional[float]")
+
+
+def _float32(value: Any) -> Any:
+    if type(value) is float and math.isfinite(value):
+        try:
+            if struct.unpack(">f", struct.pack(">f", value))[0] == value:
+                return Float32(value)
+        except OverflowError:
+            pass
+    return value
+
+
+def _wide(value: Any) -> Any:
+    return WideInt(value) if type(value) is int and -(1 << 63) <= value < 1 << 64 else value
+
+
+def _default_on_wire(field: Any) -> Any:
+    """The wire value of a field's default, or a marker when it has none that is a constant."""
+    d = field.default
+    if d.kind == "value":
+        return d.value
+    if d.kind == "factory" and d.factory in ("list", "tuple", "set", "frozenset"):
+        return []
+    if d.kind == "factory" and d.factory == "dict":
+        return {}
+    return _NONE
+
+
+_NONE = object()
+
+
+def _forms(spec: Any) -> dict[str, Callable[[Any], Optional[Any]]]:
+    def short(tree: Any) -> Optional[Any]:
+        n = len(tree)
+        for field in reversed(spec.fields[:n - 1]):
+            default = _default_on_wire(field)
+            if default is _NONE or tree[n - 1] != default or type(tree[n - 1]) is not type(default):
+                break
+            n -= 1
+        return tree[:n] if n < len(tree) else None
+
+    def int_floats(tree: Any) -> Optional[Any]:
+        # the message's own float fields get integral values, sent as ints (expected: those floats)
+        out = list(tree)
+        for i, field in enumerate(spec.fields, 1):
+            if field.type in FLOAT_FIELDS and i < len(out) and type(out[i]) is float and math.isfinite(out[i]):
+                out[i] = int(out[i])
+        return out
+
+    return {
+        "float32": lambda tree: rewrite(tree, _float32),
+        "int_floats": int_floats,
+        "wide_ints": lambda tree: rewrite(tree, _wide),
+        "short": short,
+        "extra": lambda tree: None if spec.options.get("forbid_unknown_fields") else [*tree, None, "extra"],
+    }
+
+
+VARIANT = {"short": "minimal"}  # the minimal instance leaves its optional fields at their defaults
+
+
+@lru_cache(maxsize=None)
+def _rewritten(manifest_json: bytes, manifest_id: str) -> dict[str, bytes]:
+    """'<Struct>.<form>' -> the rewritten vector, for every form that changes the bytes."""
+    from conformance.golden import read_index
+    from conformance.paths import golden_dir
+
+    from conformance.manifest.model import Manifest
+
+    manifest = msgspec.json.decode(manifest_json, type=Manifest)
+    index = read_index(manifest_id)
+    if index is None:
+        return {}
+    paths = {(c["struct"], c["variant"]): golden_dir() / manifest_id / c["msgpack"] for c in index["cases"]}
+    out = {}
+    for spec in manifest.messages:
+        if not spec.options.get("array_like"):
+            continue
+        for form, fn in _forms(spec).items():
+            path = paths.get((spec.name, VARIANT.get(form, "typical")))
+            if path is None:
+                continue
+            data = path.read_bytes()
+            tree = read(data)
+            changed = fn(tree)
+            if changed is not None:
+                new = write(changed)
+                if new != data:
+                    out[f"{spec.name}.{form}"] = new
+    return out
+
+
+def _cases(ipc) -> list[str]:
+    if "msgpack" not in ipc.transports:
+        return []
+    return list(_rewritten(ipc.manifest.to_json(), ipc.manifest.id))
+
+
+@check("Accepts", per=("case",), name="Decode", cases={"case": _cases})
+def test_decoder_accepts_other_valid_forms(ipc, case):
+    struct_name, form = case.rsplit(".", 1)
+    data = _rewritten(ipc.manifest.to_json(), ipc.manifest.id)[case]
+    try:
+        decoded = ipc.adapter.decode(data, "msgpack")
+    except Exception as exc:
+        pytest.fail(f"{struct_name}: the {form} form of its golden vector is valid msgpack of the same value, "
+                    f"yet the decoder refused it: {type(exc).__name__}: {exc}")
+    expected = ipc.instance(struct_name, VARIANT.get(form, "typical"))
+    if form == "int_floats":
+        for field in ipc.manifest.structs[struct_name].fields:
+            value = getattr(expected, field.name)
+            if field.type in FLOAT_FIELDS and type(value) is float and math.isfinite(value):
+                setattr(expected, field.name, float(int(value)))
+    diffs = differences(expected, decoded)
+    assert not diffs, (f"{struct_name}: the {form} form of its golden vector decodes to another value:\n  "
+                       + "\n  ".join(diffs[:10]))
