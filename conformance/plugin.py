@@ -42,6 +42,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--ipc-e2e", action="store_true",
                     help="also run the E2E checks: start the implementation's server per transport (about a minute)")
     group.addoption("--ipc-summary", default="terminal", choices=("terminal", "caller"), help=argparse.SUPPRESS)
+    # Test hook: the Generated checks append a digest of every value they draw to this file.
+    group.addoption("--ipc-record-draws", default=None, help=argparse.SUPPRESS)
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -125,6 +127,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("ipc_check_id", [ids[0]], ids=ids)
 
 
+def failure_message(what: str, diffs: Sequence[str], shown: int = 10) -> str:
+    """A check's failure: what changed and the first differing path on the FIRST line (the
+    line expected-failure lists match), then the next differences, one per line."""
+    if len(diffs) == 1:
+        return f"{what} at {diffs[0]}"
+    return f"{what} at {diffs[0]} (+{len(diffs) - 1} more)\n  " + "\n  ".join(diffs[1:shown])
+
+
 #: Top-level primitives every implementation must carry (defect class 5: str).
 PRIMITIVE_SAMPLES: dict[str, Any] = {
     "int": -(2**63),
@@ -141,7 +151,7 @@ def _check_id(nodeid: str) -> str | None:
     return item_id if item_id and item_id.startswith(("Required.", "Recommended.")) else None
 
 
-def _expectations(config: pytest.Config) -> dict[str, expectations.Expectation]:
+def _expectations(config: pytest.Config) -> expectations.Expectations:
     ipc = session_of(config)
     if ipc.expectations is None:
         explicit = config.getoption("--ipc-expectations")
@@ -174,9 +184,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
             report.longrepr = (str(item.path), 0, f"Recommended check failed (fails with --strict): {report.ipc_message}")
         return
     ipc = session_of(item.config)
-    if report.failed and expected.matches(_message(report)):
+    reason = expected.explains(_message(report)) if report.failed else None
+    if reason is not None:
         report.outcome = "skipped"
-        report.wasxfail = expected.reason or "listed in the expected-failure list"
+        report.wasxfail = reason
         report.ipc_message = _message_of_failure(call)
     elif report.passed and ".Generated." in check_id:
         # A search that met no counterexample proves nothing (even derandomized, hypothesis
@@ -184,7 +195,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         report.ipc_message = "listed generated failure not reproduced this run"
     elif report.passed:
         report.outcome = "failed"
-        report.longrepr = (f"{check_id} is listed in {ipc.expectations_path} but passed: remove it "
+        fix = "remove it" if expected.own else "narrow the globs of " + expected.describe()
+        report.longrepr = (f"{check_id} is listed in {ipc.expectations_path} but passed: {fix} "
                            "(ipc-conformance run --fix-expectations)")
     else:
         # Keep the actual error in front: the list only tells what was expected instead.

@@ -1,22 +1,41 @@
 """Per-implementation expected-failure lists (conformance/expectations/<impl>.txt).
 
-One check per line: ``<check id> [| <message prefix>] [# reason]``. A listed check
-that fails (with that message prefix, when given) is an expected failure; a listed
-check that passes fails the run, and so does any unlisted failure, so a list can
-never go stale. ``ipc-conformance run --fix-expectations`` rewrites the list.
+Two kinds of line (``#`` starts a comment; blank lines are ignored):
+
+``<check id> [| <message prefix>] [# reason]``
+    One check. It is an expected failure when it fails with a message starting with the
+    prefix (any message when there is none).
+
+``cause: <cause> | <message> | <check-id glob> [<check-id glob> ...]``
+    One known defect, listed once by its cause, for every check it breaks. A check whose
+    id matches a glob (``*`` any run of characters, dots too; ``?`` one; ``[..]`` a set) is
+    an expected failure when the FIRST line of its failure message contains ``<message>``
+    (``re:<regex>``: the regex is searched for in that line instead). A ``#`` on a cause
+    line is part of it. A check may be matched by several causes; any of them explains it.
+
+A listed check (by id or by a cause's glob) that passes fails the run, so a list can never
+go stale, except a Generated one: a search that met no counterexample is only noted. A
+listed check that fails with a message the list does not expect is a failure, reported
+with its actual message. Any unlisted failure fails the run. ``ipc-conformance run
+--fix-expectations`` rewrites the per-check lines and keeps the cause lines as written.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import fnmatch
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional
 
 HERE = Path(__file__).resolve().parent
+CAUSE = "cause:"
 
 
 @dataclass(frozen=True)
 class Expectation:
+    """One check's line: its failure message starts with `prefix`."""
+
     check_id: str
     prefix: str = ""
     reason: str = ""
@@ -24,19 +43,99 @@ class Expectation:
     def matches(self, message: str) -> bool:
         return message.startswith(self.prefix)
 
+    def describe(self) -> str:
+        return f"a message starting {self.prefix!r}" if self.prefix else "any message"
+
     def line(self) -> str:
         text = self.check_id + (f" | {self.prefix}" if self.prefix else "")
         return text + (f"  # {self.reason}" if self.reason else "")
 
 
-def parse(text: str) -> dict[str, Expectation]:
-    out: dict[str, Expectation] = {}
-    for raw in text.splitlines():
+@dataclass(frozen=True)
+class Cause:
+    """One known defect: every check matching `globs` whose failure's first line has `message`."""
+
+    cause: str
+    message: str
+    globs: tuple[str, ...]
+    text: str = ""  # the line as written, kept by --fix-expectations
+
+    def covers(self, check_id: str) -> bool:
+        return any(fnmatch.fnmatchcase(check_id, g) for g in self.globs)
+
+    def matches(self, message: str) -> bool:
+        first = (message.splitlines() or [""])[0]
+        if self.message.startswith("re:"):
+            return re.search(self.message[3:], first) is not None
+        return self.message in first
+
+    def describe(self) -> str:
+        how = f"matching /{self.message[3:]}/" if self.message.startswith("re:") else f"containing {self.message!r}"
+        return f"cause {self.cause!r} (first line {how})"
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What the list says about one check: its own line and the causes that cover it."""
+
+    check_id: str
+    own: Optional[Expectation] = None
+    causes: tuple[Cause, ...] = ()
+
+    def explains(self, message: str) -> Optional[str]:
+        """The reason when the list expects this failure message, else None."""
+        if self.own is not None and self.own.matches(message):
+            return self.own.reason or "listed in the expected-failure list"
+        return next((c.cause for c in self.causes if c.matches(message)), None)
+
+    def describe(self) -> str:
+        parts = ([self.own.describe()] if self.own else []) + [c.describe() for c in self.causes]
+        return " or ".join(parts)
+
+
+@dataclass
+class Expectations:
+    checks: dict[str, Expectation] = field(default_factory=dict)
+    causes: list[Cause] = field(default_factory=list)
+
+    def get(self, check_id: str) -> Optional[Listing]:
+        own = self.checks.get(check_id)
+        causes = tuple(c for c in self.causes if c.covers(check_id))
+        return Listing(check_id, own, causes) if own is not None or causes else None
+
+    def __len__(self) -> int:
+        return len(self.checks) + len(self.causes)
+
+
+class ExpectationsError(ValueError):
+    pass
+
+
+def _cause(raw: str, where: str) -> Cause:
+    parts = [p.strip() for p in raw.strip()[len(CAUSE):].split("|")]
+    if len(parts) < 3 or not parts[0] or not parts[1] or not parts[-1].split():
+        raise ExpectationsError(f"{where}: a cause line reads 'cause: <cause> | <message> | <check-id glob> ...', "
+                                f"got {raw.strip()!r}")
+    message = "|".join(parts[1:-1])  # a '|' inside the message (e.g. a regex alternation)
+    if message.startswith("re:"):
+        try:
+            re.compile(message[3:])
+        except re.error as exc:
+            raise ExpectationsError(f"{where}: bad regex {message[3:]!r}: {exc}") from None
+    return Cause(parts[0], message, tuple(parts[-1].split()), raw.strip())
+
+
+def parse(text: str, source: str = "<expectations>") -> Expectations:
+    out = Expectations()
+    for number, raw in enumerate(text.splitlines(), 1):
+        if raw.strip().startswith(CAUSE):
+            out.causes.append(_cause(raw, f"{source}:{number}"))
+            continue
         body, _, reason = raw.partition("#")
         if not body.strip():
             continue
         check_id, _, prefix = body.partition("|")
-        out[check_id.strip()] = Expectation(check_id.strip(), prefix.strip(), reason.strip())
+        out.checks[check_id.strip()] = Expectation(check_id.strip(), prefix.strip(), reason.strip())
     return out
 
 
@@ -49,15 +148,20 @@ def path_for(labels: Iterable[str]) -> Optional[Path]:
     return None
 
 
-def load(path: Optional[Path]) -> dict[str, Expectation]:
-    return parse(path.read_text()) if path and path.exists() else {}
+def load(path: Optional[Path]) -> Expectations:
+    return parse(path.read_text(), str(path)) if path and path.exists() else Expectations()
 
 
-def write(path: Path, failures: dict[str, str], previous: dict[str, Expectation], header: str) -> None:
-    """Rewrite the list from this run's failures, keeping known reasons and prefixes."""
-    lines = [f"# {header}", "# <check id> [| <message prefix>] [# reason]"]
+def write(path: Path, failures: dict[str, str], previous: Expectations, header: str) -> None:
+    """Rewrite the list from this run's failures: cause lines kept as written, per-check
+    lines for the failures no cause explains (known reasons and prefixes kept)."""
+    lines = [f"# {header}", "# <check id> [| <message prefix>] [# reason]",
+             "# cause: <cause> | <message in the first line, or re:<regex>> | <check-id glob> ..."]
+    lines += [c.text for c in previous.causes]
     for check_id in sorted(failures):
-        old = previous.get(check_id)
+        if any(c.covers(check_id) and c.matches(failures[check_id]) for c in previous.causes):
+            continue
+        old = previous.checks.get(check_id)
         if old is not None and old.matches(failures[check_id]):
             lines.append(old.line())
         else:

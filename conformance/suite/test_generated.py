@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import given
+import hashlib
+import json
+from typing import Any, Callable
 
+import pytest
+from hypothesis import given, seed
+
+from conformance import profiles
 from conformance.compare import differences
-from conformance.plugin import check
+from conformance.plugin import check, failure_message
 
 
 def _strategy(ipc, struct):
@@ -15,31 +20,64 @@ def _strategy(ipc, struct):
     return ipc.strategies.for_struct(struct)
 
 
-@check("Generated", per=("live_struct", "transport"), name="RoundTrip")
-def test_generated_roundtrip(ipc, live_struct, transport):
-    adapter = ipc.adapter
+def _search(ipc, request: pytest.FixtureRequest, struct: str, body: Callable[[Any], None]) -> None:
+    """Run body on the drawn values of struct. Under a derandomized profile the draws depend
+    only on the check id and the manifest (profiles.seed_for, profiles.canonical_draws)."""
+    check_id = request.node.callspec.id
+    record = _recorder(request.config.getoption("--ipc-record-draws"), check_id)
 
     @ipc.hypothesis_settings
-    @given(_strategy(ipc, live_struct))
+    @given(_strategy(ipc, struct))
+    def search(value):
+        record(value)
+        body(value)
+
+    if profiles.derandomized(ipc.profile):
+        with profiles.canonical_draws():
+            seed(profiles.seed_for(check_id, ipc.live_manifest))(search)()
+    else:
+        search()
+
+
+def _recorder(path: str | None, check_id: str) -> Callable[[Any], None]:
+    """Append one line per drawn value (check id, digest of its JSON view) to path: how a
+    test proves that two adapters of one implementation draw the same values."""
+    if not path:
+        return lambda value: None
+    from conformance.golden.view import ViewError, dumps, to_view
+
+    def record(value: Any) -> None:
+        try:
+            text = dumps(to_view(value))
+        except (ViewError, TypeError, ValueError):
+            text = repr(value)
+        with open(path, "a") as out:
+            out.write(json.dumps({"id": check_id, "draw": hashlib.sha256(text.encode()).hexdigest()}) + "\n")
+
+    return record
+
+
+@check("Generated", per=("live_struct", "transport"), name="RoundTrip")
+def test_generated_roundtrip(ipc, live_struct, transport, request):
+    adapter = ipc.adapter
+
     def roundtrip(value):
         decoded = adapter.decode(adapter.encode(value, transport), transport)
         diffs = differences(value, decoded)
-        assert not diffs, f"{live_struct} changed crossing {transport}:\n  " + "\n  ".join(diffs[:10])
+        assert not diffs, failure_message(f"{live_struct} changed crossing {transport}", diffs)
 
-    roundtrip()
+    _search(ipc, request, live_struct, roundtrip)
 
 
 @check("Generated", per=("live_struct",), name="CrossTransport")
-def test_generated_cross_transport(ipc, live_struct):
+def test_generated_cross_transport(ipc, live_struct, request):
     if len(ipc.transports) < 2:
         pytest.skip("needs both transports")
     adapter = ipc.adapter
 
-    @ipc.hypothesis_settings
-    @given(_strategy(ipc, live_struct))
     def cross(value):
         got = [adapter.decode(adapter.encode(value, t), t) for t in ("pickle", "msgpack")]
         diffs = differences(*got)
-        assert not diffs, f"{live_struct} differs between pickle and msgpack:\n  " + "\n  ".join(diffs[:10])
+        assert not diffs, failure_message(f"{live_struct} differs between pickle and msgpack", diffs)
 
-    cross()
+    _search(ipc, request, live_struct, cross)

@@ -3,11 +3,7 @@
 from __future__ import annotations
 
 from conformance.compare import differences
-from conformance.plugin import PRIMITIVE_SAMPLES, check
-
-
-def _report(diffs: list[str], what: str) -> str:
-    return f"{what}:\n  " + "\n  ".join(diffs[:10])
+from conformance.plugin import PRIMITIVE_SAMPLES, check, failure_message
 
 
 @check("RoundTrip", per=("struct", "transport", "variant"), name="Identical")
@@ -15,7 +11,7 @@ def test_roundtrip(ipc, struct, transport, variant):
     value = ipc.instance(struct, variant)
     decoded = ipc.adapter.decode(ipc.adapter.encode(value, transport), transport)
     diffs = differences(ipc.instance(struct, variant), decoded)
-    assert not diffs, _report(diffs, f"{struct} ({variant}) changed crossing {transport}")
+    assert not diffs, failure_message(f"{struct} ({variant}) changed crossing {transport}", diffs)
 
 
 @check("CrossTransport", per=("struct", "variant"), name="SameValue")
@@ -26,7 +22,7 @@ def test_cross_transport(ipc, struct, variant):
         pytest.skip("needs both transports")
     got = {t: ipc.adapter.decode(ipc.adapter.encode(ipc.instance(struct, variant), t), t) for t in ipc.transports}
     diffs = differences(got["pickle"], got["msgpack"])
-    assert not diffs, _report(diffs, f"{struct} ({variant}) differs between pickle and msgpack")
+    assert not diffs, failure_message(f"{struct} ({variant}) differs between pickle and msgpack", diffs)
 
 
 @check("DoubleHop", per=("struct", "transport"), name="Stable")
@@ -35,7 +31,7 @@ def test_double_hop(ipc, struct, transport):
     hop = ipc.adapter.decode(first, transport)
     second = ipc.adapter.decode(ipc.adapter.encode(hop, transport), transport)
     diffs = differences(hop, second)
-    assert not diffs, _report(diffs, f"{struct} changed on its second hop over {transport}")
+    assert not diffs, failure_message(f"{struct} changed on its second hop over {transport}", diffs)
     if transport == "msgpack":
         assert ipc.adapter.encode(hop, transport) == first, f"{struct}: re-encoding a decoded message changed its bytes"
 
