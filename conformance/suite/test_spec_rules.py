@@ -1,0 +1,141 @@
+"""Byte-level rules an implementation written from the spec gets wrong while every value still
+looks right: fields left out as "equal" to their default (SPEC R-MSG-4), float 32 NaNs widened
+with their payload lost (R-VAL-5), big-endian ndarrays converted (R-EXT-6). msgpack only: the
+rules are about msgpack bytes."""
+
+from __future__ import annotations
+
+import math
+import struct as _struct
+from typing import Any, Iterator
+
+import numpy as np
+import pytest
+
+from conformance.golden.catalogue import catalogue_for
+from conformance.plugin import check
+
+
+def _msgpack_only(ipc: Any) -> None:
+    if "msgpack" not in ipc.transports:
+        pytest.skip(f"{ipc.adapter.label} is not tested over msgpack in this run")
+
+
+def _bits(value: float) -> int:
+    return _struct.unpack(">Q", _struct.pack(">d", value))[0]
+
+
+def _carrier(ipc: Any, predicate: Any) -> Iterator[tuple[str, str]]:
+    """(message, field) pairs of the manifest whose field type matches."""
+    for spec in ipc.manifest.messages:
+        for field in spec.fields:
+            if predicate(field.type):
+                yield spec.name, field.name
+
+
+# -- R-MSG-4: omission compares floats by their bits ---------------------------------------
+def _zero_float_defaults(ipc: Any) -> dict[str, tuple[str, str, str]]:
+    """Map-encoded omit_defaults struct -> (its float field defaulting to 0.0, a message, the
+    message's List[struct] field that carries it)."""
+    found = {}
+    for spec in ipc.manifest.structs.values():
+        if spec.options.get("array_like") or not spec.options.get("omit_defaults"):
+            continue
+        field = next((f.name for f in spec.fields if f.type == "float" and f.default.kind == "value"
+                      and f.default.value == 0.0), None)
+        carrier = next(_carrier(ipc, lambda t, name=spec.name: t in (f"List[{name}]", f"Optional[List[{name}]]")), None)
+        if field and carrier:
+            found[spec.name] = (field, *carrier)
+    return found
+
+
+@check("Omission", per=("struct",), name="NegativeZeroWritten", cases={"struct": lambda ipc: sorted(_zero_float_defaults(ipc))})
+def test_negative_zero_is_not_the_default(ipc, struct):
+    """-0.0 == 0.0 in every language, but it is not the default 0.0: it MUST be written."""
+    _msgpack_only(ipc)
+    field, message, list_field = _zero_float_defaults(ipc)[struct]
+    value = ipc.instance(message, "typical")
+    items = getattr(value, list_field)
+    assert items, f"the typical {message} carries no {struct} in {list_field}"
+    for item in items:
+        setattr(item, field, -0.0)
+    sent = ipc.adapter.encode(value, "msgpack")
+    got = getattr(catalogue_for(ipc.manifest).decode(sent), list_field)
+    for i, item in enumerate(got):
+        written = getattr(item, field)
+        assert _bits(written) == _bits(-0.0), (
+            f"msgpack encode: {message}.{list_field}[{i}].{field}: -0.0 arrived as {written!r}: a map-encoded "
+            f"omit_defaults struct left it out as equal to its default 0.0 (SPEC R-MSG-4: floats compare by bits)")
+
+
+# -- R-VAL-5: float 32 widening keeps NaN payloads ------------------------------------------
+FLOAT32_CASES = {  # float32 bits -> the binary64 bits a decoder must produce
+    "signalling_nan": (0x7F800001, 0x7FF8000020000000),
+    "negative_nan_payload": (0xFFC12345, 0xFFF82468A0000000),
+    "negative_zero": (0x80000000, 0x8000000000000000),
+    "infinity": (0x7F800000, 0x7FF0000000000000),
+    "one_third": (0x3EAAAAAB, 0x3FD5555560000000),
+}
+_MARKER = 0.123456789012345  # a float64 that appears once in the message, then becomes a float 32
+
+
+def _plain_float_carrier(ipc: Any) -> tuple[str, str]:
+    found = next(_carrier(ipc, lambda t: t in ("float", "Optional[float]")), None)
+    if found is None:
+        pytest.skip(f"no message of {ipc.manifest.id} has a float field")
+    return found
+
+
+@check("FloatWidening", per=("case",), name="KeepsBits", cases={"case": lambda ipc: list(FLOAT32_CASES)})
+def test_float32_widens_keeping_its_bits(ipc, case):
+    _msgpack_only(ipc)
+    message, field = _plain_float_carrier(ipc)
+    single, double = FLOAT32_CASES[case]
+    value = ipc.instance(message, "typical")
+    setattr(value, field, _MARKER)
+    data = catalogue_for(ipc.manifest).encode(value)
+    wide = b"\xcb" + _struct.pack(">d", _MARKER)
+    assert data.count(wide) == 1, f"the marker float is not unique in {message}"
+    got = getattr(ipc.adapter.decode(data.replace(wide, b"\xca" + _struct.pack(">I", single)), "msgpack"), field)
+    assert isinstance(got, float) and _bits(got) == double, (
+        f"msgpack decode: {message}.{field}: float 32 0x{single:08x} became "
+        f"{'0x%016x' % _bits(got) if isinstance(got, float) else repr(got)}, expected 0x{double:016x} "
+        "(SPEC R-VAL-5: sign and payload kept, quiet bit set)")
+
+
+# -- R-EXT-6: big-endian ndarrays stay big-endian -------------------------------------------
+BIG_ENDIAN = np.array([1.5, -2.0, math.inf, 3.25], dtype=">f4")
+
+
+def _ndarray_carriers(ipc: Any) -> list[str]:
+    found = {}
+    for message, field in _carrier(ipc, lambda t: "NDArray" in t and t.startswith(("Optional[List[", "List["))):
+        found.setdefault(message, field)
+    return sorted(found)[:1]  # one carrier proves the codec; every message shares it
+
+
+def _with_big_endian_array(ipc: Any, message: str) -> tuple[Any, str]:
+    field = next(f for m, f in _carrier(ipc, lambda t: "NDArray" in t) if m == message)
+    value = ipc.instance(message, "typical")
+    setattr(value, field, [BIG_ENDIAN.copy()])
+    return value, field
+
+
+def _check_kept(got: Any, where: str) -> None:
+    assert isinstance(got, np.ndarray), f"{where}: arrived as {type(got).__name__}, not an ndarray"
+    assert got.dtype.str == ">f4" and got.tobytes() == BIG_ENDIAN.tobytes(), (
+        f"{where}: a big-endian '>f4' ndarray arrived as {got.dtype.str!r} {got.tolist()} "
+        f"(bytes {got.tobytes().hex()}, sent {BIG_ENDIAN.tobytes().hex()}): SPEC R-EXT-6 keeps the byte order")
+
+
+@check("ByteOrder", per=("struct", "direction"), name="BigEndianKept",
+       cases={"struct": _ndarray_carriers, "direction": lambda ipc: ["encode", "decode"]})
+def test_big_endian_ndarray_is_kept(ipc, struct, direction):
+    _msgpack_only(ipc)
+    value, field = _with_big_endian_array(ipc, struct)
+    catalogue = catalogue_for(ipc.manifest)
+    if direction == "encode":  # the implementation writes, the reference reads
+        got = getattr(catalogue.decode(ipc.adapter.encode(value, "msgpack")), field)[0]
+    else:  # the reference writes, the implementation reads
+        got = getattr(ipc.adapter.decode(catalogue.encode(value), "msgpack"), field)[0]
+    _check_kept(got, f"msgpack {direction}: {struct}.{field}[0]")
