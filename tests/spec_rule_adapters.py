@@ -67,3 +67,22 @@ class NativeByteOrder(ReferenceAdapter):
 
     def decode(self, data: bytes, transport: str) -> Any:
         return _walk(super().decode(data, transport), self._little)
+
+
+class OldDtypeList(ReferenceAdapter):
+    """R-TEN-1: the decoder knows only the dtypes the spec listed before its table was complete."""
+
+    KNOWN = {"float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint8", "bool",
+             "float8_e4m3fn", "float8_e5m2", "complex64"}
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        import torch
+
+        from reference_impl.errors import WireError
+
+        def known(value: Any) -> Any:
+            if isinstance(value, torch.Tensor) and str(value.dtype).removeprefix("torch.") not in self.KNOWN:
+                raise WireError(transport, f"tensor dtype {value.dtype} is unknown")
+            return value
+
+        return _walk(super().decode(data, transport), known)

@@ -139,3 +139,47 @@ def test_big_endian_ndarray_is_kept(ipc, struct, direction):
     else:  # the reference writes, the implementation reads
         got = getattr(ipc.adapter.decode(catalogue.encode(value), "msgpack"), field)[0]
     _check_kept(got, f"msgpack {direction}: {struct}.{field}[0]")
+
+
+# -- R-TEN-1: every dtype of the table travels, by its canonical name ------------------------
+#: SPEC R-TEN-1's table: canonical name -> item size in bytes.
+TENSOR_DTYPES = {
+    **dict.fromkeys(["bool", "int8", "uint8", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+                     "float8_e8m0fnu", "float4_e2m1fn_x2", "bits8", "bits1x8", "bits2x4", "bits4x2",
+                     *(f"int{n}" for n in range(1, 8)), *(f"uint{n}" for n in range(1, 8))], 1),
+    **dict.fromkeys(["float16", "bfloat16", "int16", "uint16", "bits16"], 2),
+    **dict.fromkeys(["float32", "int32", "uint32", "complex32"], 4),
+    **dict.fromkeys(["float64", "int64", "uint64", "complex64"], 8),
+    "complex128": 16,
+}
+
+
+def _raw_for(dtype: str, size: int) -> bytes:
+    """Two elements' raw bytes that are valid for the dtype (bool: 0 and 1)."""
+    return b"\x00\x01" if dtype == "bool" else bytes(range(1, 2 * size + 1))
+
+
+@check("TensorDtype", per=("dtype",), name="Travels", cases={"dtype": lambda ipc: list(TENSOR_DTYPES)})
+def test_tensor_dtype_travels(ipc, dtype):
+    """Written by the implementation and read by the reference, then the other way round: the
+    dtype name and the raw bytes arrive unchanged."""
+    import torch
+
+    from conformance.suite.test_mission import _tensor_carrier
+
+    _msgpack_only(ipc)
+    torch_dtype = getattr(torch, dtype, None)
+    if not isinstance(torch_dtype, torch.dtype):
+        pytest.skip(f"this runner's torch {torch.__version__} has no {dtype}")
+    raw = _raw_for(dtype, TENSOR_DTYPES[dtype])
+    message, field = _tensor_carrier(ipc)
+    value = ipc.instance(message, "typical")
+    setattr(value, field, [torch.frombuffer(bytearray(raw), dtype=torch_dtype)])
+    catalogue = catalogue_for(ipc.manifest)
+    for direction, got in (("encode", lambda: catalogue.decode(ipc.adapter.encode(value, "msgpack"))),
+                           ("decode", lambda: ipc.adapter.decode(catalogue.encode(value), "msgpack"))):
+        tensor = getattr(got(), field)[0]
+        arrived = tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
+        assert tensor.dtype == torch_dtype and arrived == raw, (
+            f"msgpack {direction}: {message}.{field}[0]: a {dtype} tensor (raw {raw.hex()}) arrived as "
+            f"{str(tensor.dtype).removeprefix('torch.')} (raw {arrived.hex()}) (SPEC R-TEN-1)")
