@@ -14,6 +14,9 @@ every check the in-process reference passes: that proves the protocol. `--break 
     crash           it exits in the middle of the first decode request
     bad-frame       it answers decode requests with a truncated frame
     accept-all      its decoder validates nothing: any msgpack comes back re-encoded as it came
+    float32         its encoder writes a float as float 32 wherever the value fits
+    int-floats      its encoder writes integral floats (0.0, -0.0, 2.0) as msgpack ints
+    drop-defaults   its encoder leaves out a message's trailing fields equal to their defaults
 
 `--ops decode,encode` and `--transports msgpack` make it list (and answer) only those, the way a
 testee in another language starts out; checks that need the rest are skipped, naming it.
@@ -44,7 +47,8 @@ from reference_impl.errors import WireError
 from reference_impl.pickle_wrapper import map_wrapped
 
 PROTOCOL = 1
-BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame", "accept-all")
+BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame", "float32", "int-floats",
+          "drop-defaults", "accept-all")
 OPS = ("decode", "encode", "http", "receive", "unwrap", "define")
 _LEN = struct.Struct("<I")
 
@@ -85,6 +89,52 @@ def write_message(stream: BinaryIO, message: dict) -> None:
     body = msgspec.msgpack.encode(message)
     stream.write(_LEN.pack(len(body)) + body)
     stream.flush()
+
+
+# -- byte-rule breaks: what encoders in other languages get wrong ---------------------------
+BYTE_BREAKS = frozenset({"float32", "int-floats", "drop-defaults"})
+
+
+def _break_bytes(data: bytes, obj: Any, breaks: set[str]) -> bytes:
+    """The same message, written as a careless encoder would: every value still decodes to
+    what was sent (decoders accept float 32, ints for floats and short arrays), only the
+    byte rules of SPEC R-VAL-2 / R-MSG-2 are broken."""
+    from conformance import wire_form
+
+    item = wire_form.parse(data)
+
+    def narrow(node: wire_form.Item) -> wire_form.Item:
+        if node.kind != "float64":
+            return node
+        if "int-floats" in breaks and float(node.value).is_integer() and abs(node.value) < 2**63:
+            return wire_form.Item("int", int(node.value))
+        if "float32" in breaks and wire_form.fits_float32(node.value):
+            return wire_form.Item("float32", node.value)
+        return node
+
+    item = wire_form.rewrite(item, narrow)
+    if "drop-defaults" in breaks and isinstance(obj, msgspec.Struct) and item.kind == "array":
+        item = wire_form.Item("array", items=item.items[:len(item.items) - _trailing_defaults(obj)])
+    return wire_form.write(item)
+
+
+def _trailing_defaults(obj: msgspec.Struct) -> int:
+    count = 0
+    for field in reversed(msgspec.structs.fields(obj)):
+        default = (field.default if field.default is not msgspec.NODEFAULT
+                   else field.default_factory() if field.default_factory is not msgspec.NODEFAULT else msgspec.NODEFAULT)
+        value = getattr(obj, field.name)
+        if default is msgspec.NODEFAULT or type(value) is not type(default) or not _equal(value, default):
+            break
+        count += 1
+    return count
+
+
+def _equal(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # tensors and arrays have no single truth value
+        return False
 
 
 def _accept_all(data: bytes) -> bytes:
@@ -144,6 +194,8 @@ class Testee:
             raise SerializeError(str(exc)) from None
         if "flip-byte" in self.breaks and transport == "msgpack" and data:
             data = data[:-1] + bytes([data[-1] ^ 0x01])
+        if transport == "msgpack" and self.breaks & BYTE_BREAKS:
+            data = _break_bytes(data, obj, self.breaks)
         return data
 
     def _transport(self, request: dict) -> str:

@@ -1,5 +1,6 @@
-"""Golden vectors: the implementation decodes every vector of golden/<manifest>/ (SPEC R-VEC-1)
-and, recommended, encodes each canonical message to exactly the vector's bytes (SPEC R-VEC-2).
+"""Golden vectors: the implementation decodes every vector of golden/<manifest>/ (SPEC R-VEC-1),
+encodes each canonical message in the vector's byte form (SPEC R-VEC-3: only integer and length
+header widths may differ) and, recommended, to exactly the vector's bytes (SPEC R-VEC-2).
 
 This is how a third party proves byte-level compatibility: the bytes were written by the
 reference encoder, and the expected value is the canonical instance the vector was built from.
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance import wire_form
 from conformance.compare import differences
 from conformance.plugin import check
 
@@ -67,3 +69,20 @@ def test_encodes_vector(ipc, struct, variant):
             f"(got {got[first:first + 8].hex()}, golden {want[first:first + 8].hex()}; "
             f"sha256 {hashlib.sha256(got).hexdigest()[:16]})"
         )
+
+
+@check("Bytes", per=("struct", "variant"), name="MatchesVector")
+def test_matches_vector(ipc, struct, variant):
+    """The byte rules every encoder MUST follow (float 64, every field, tag first, ext layouts,
+    enum values), checked on the implementation's own bytes, whatever their decoded value."""
+    want = wire_form.parse(_vector(ipc, struct, variant))
+    data = ipc.adapter.encode(ipc.instance(struct, variant), "msgpack")
+    try:
+        got = wire_form.parse(data)
+    except wire_form.FormError as exc:
+        pytest.fail(f"{struct} ({variant}) encodes to bytes that are not one msgpack object: {exc} (SPEC R-MSG-11)")
+    problems = wire_form.form_differences(got, want, wire_form.unordered_paths(ipc.manifest, struct, want))
+    if problems:
+        more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+        pytest.fail(f"{struct} ({variant}) msgpack bytes at {problems[0]}{more}; golden/{ipc.manifest.id}/"
+                    f"{struct}.{variant}.msgpack (SPEC R-VEC-3):\n  " + "\n  ".join(problems[:10]))
