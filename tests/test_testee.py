@@ -356,3 +356,17 @@ def test_checks_that_need_a_missing_op_skip_before_sending_anything():
         assert limited._next_id == 0, "a check sent requests before finding out it must skip"
     finally:
         limited.close()
+
+
+def test_reproducers_replay_the_last_requests(testee, tmp_path, monkeypatch):
+    from conformance.testee.replay import replay
+
+    monkeypatch.setenv("IPC_TESTEE_REPLAY_DIR", str(tmp_path))
+    testee.recent.clear()
+    testee.decode(testee.encode(7, "msgpack"), "msgpack")
+    lines = testee.reproducers().splitlines()[1:]
+    assert [line.split()[:2] for line in lines[::2]] == [["request:", "encode"], ["request:", "decode"]]
+    command = shlex.split(lines[3].removeprefix("  reproduce: "))
+    out: list[str] = []
+    assert replay(Path(command[3]), command[5], out.append) == 0
+    assert out[-1] == "reference decode of the payload: 7"

@@ -20,6 +20,7 @@ by construction and the wire checks decide.
 from __future__ import annotations
 
 import atexit
+import collections
 import os
 import pickle
 import queue
@@ -171,6 +172,8 @@ class SubprocessAdapter(Adapter):
         self._next_id = 0
         self._process: Optional[_Process] = None
         self._defined: set[str] = set()
+        #: the last requests sent, for reproducers of failures found after the answers arrived
+        self.recent: "collections.deque[dict]" = collections.deque(maxlen=4)
         self.hello = self._start()
         impl = self.hello["implementation"]
         self.name = impl["name"]
@@ -226,6 +229,7 @@ class SubprocessAdapter(Adapter):
         if op not in self.ops:
             raise TesteeSkipped(f"the testee does not implement the optional '{op}' request")
         request = {"type": op, **fields}
+        self.recent.append(request)
         try:
             answer = self.exchange(request)
         except TesteeRuntimeError as exc:
@@ -239,6 +243,12 @@ class SubprocessAdapter(Adapter):
         if kind == "runtime_error":
             raise TesteeRuntimeError(f"testee runtime_error: {message}{self._context(request)}")
         raise TesteeError(kind, message, self._context(request))
+
+    def reproducers(self, count: int = 2) -> str:
+        """Lines naming the last `count` requests and the commands that replay them: for a check
+        that fails on the values it got back (the requests themselves succeeded)."""
+        requests = list(self.recent)[-count:]
+        return "".join(f"\n  request: {describe_request(r)}\n  reproduce: {reproducer(r, self.argv)}" for r in requests)
 
     def _context(self, request: dict, step: Optional[str] = None) -> str:
         """Where a failure happened, what was asked, and how to ask it again outside the suite."""

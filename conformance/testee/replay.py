@@ -125,5 +125,6 @@ def _show_decoded(adapter: Any, payload: bytes, transport: str, out: Callable[[s
         text = dumps(to_view(value))
     except Exception:  # noqa: BLE001 - a value without a JSON view: show its repr
         text = repr(value)
+    text = text.rstrip("\n")
     out(f"reference decode of the payload: {text if len(text) <= 2000 else text[:2000] + ' ...'}")
     return 0
