@@ -139,3 +139,34 @@ def test_decoder_accepts_other_valid_forms(ipc, case):
     diffs = differences(expected, decoded)
     assert not diffs, (f"{struct_name}: the {form} form of its golden vector decodes to another value:\n  "
                        + "\n  ".join(diffs[:10]))
+
+
+# -- extensions this spec does not interpret are forwarded as they are (R-EXT-4) -------------
+OPAQUE = {"unassigned": msgspec.msgpack.Ext(9, b"\x00opaque\xff"), "shm_pointer": msgspec.msgpack.Ext(4, b"\x81\xa1k\x01")}
+ANY_MAPS = ("Dict[str, Any]", "Optional[Dict[str, Any]]")
+
+
+def _any_map_structs(ipc) -> list[str]:
+    if "msgpack" not in ipc.transports:
+        return []
+    return [s.name for s in ipc.manifest.messages if s.options.get("array_like")
+            and any(f.type in ANY_MAPS for f in s.fields)]
+
+
+@check("Accepts", per=("struct",), name="UnknownExtensionForwarded", cases={"struct": _any_map_structs})
+def test_unknown_extension_is_forwarded(ipc, struct):
+    from conformance.suite.test_golden import _vector
+
+    spec = ipc.manifest.structs[struct]
+    position = next(i for i, f in enumerate(spec.fields, 1) if f.type in ANY_MAPS)
+    tree = read(_vector(ipc, struct, "typical"))
+    tree[position] = dict(OPAQUE)
+    try:
+        decoded = ipc.adapter.decode(write(tree), "msgpack")
+        again = read(ipc.adapter.encode(decoded, "msgpack"))
+    except Exception as exc:
+        pytest.fail(f"{struct}.{spec.fields[position - 1].name} holding extensions 9 and 4 (opaque here) did not "
+                    f"decode and encode again: {type(exc).__name__}: {exc}")
+    assert again[position] == tree[position], (
+        f"{struct}.{spec.fields[position - 1].name}: extensions 9 and 4 came back as {again[position]!r}, "
+        f"not as the same extension bytes")
