@@ -19,7 +19,8 @@ every check the in-process reference passes: that proves the protocol. `--break 
     drop-defaults   its encoder leaves out a message's trailing fields equal to their defaults
 
 `--ops decode,encode` and `--transports msgpack` make it list (and answer) only those, the way a
-testee in another language starts out; checks that need the rest are skipped, naming it.
+testee in another language starts out; checks that need the rest are skipped, naming it. Without
+the pickle transport it cannot pickle either: an object to wrap in an `encode` view is `skipped`.
 
 Only the framing is written out here; the JSON view is read with conformance.golden.view,
 the view's reference reader (any implementation may reuse it or write its own).
@@ -228,6 +229,10 @@ class Testee:
             obj = from_view(json.loads(request["view"]), self.classes)
         except (ViewError, ValueError, KeyError) as exc:
             raise ParseError(f"bad JSON view: {exc}") from None
+        if "pickle" not in self.transports:  # then it cannot pickle either, as a non-Python testee
+            unwrapped = _objects_to_wrap(obj)
+            if unwrapped:
+                raise Skip(f"{', '.join(unwrapped)}: an object to wrap, and this testee cannot pickle (SPEC R-PW-6)")
         return self._encode(obj, transport)
 
     def op_http(self, request: dict) -> bytes:
@@ -300,6 +305,19 @@ class Testee:
             answer.update(result="runtime_error",
                           message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
         return answer
+
+
+def _objects_to_wrap(obj: Any) -> list[str]:
+    """Where a PickleWrapper-typed field holds an object rather than a wrapper."""
+    found: list[str] = []
+
+    def note(value: Any, struct: str, path: str) -> Any:
+        if not isinstance(value, io_struct.PickleWrapper):
+            found.append(f"{struct}{path}")
+        return value
+
+    map_wrapped(obj, note)
+    return found
 
 
 def _subset_of(allowed: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:

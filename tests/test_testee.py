@@ -370,3 +370,16 @@ def test_reproducers_replay_the_last_requests(testee, tmp_path, monkeypatch):
     out: list[str] = []
     assert replay(Path(command[3]), command[5], out.append) == 0
     assert out[-1] == "reference decode of the payload: 7"
+
+
+def test_a_testee_that_cannot_pickle_skips_objects_to_wrap_and_forwards_wrappers():
+    limited = SubprocessAdapter(f"{TESTEE} --transports msgpack")
+    try:
+        value = cases(MANIFEST, ["TokenizedGenerateReqInput"])[1].value()  # typical: wrappers as wrappers
+        assert type(value.time_stats).__name__ == "PickleWrapper"
+        assert limited.encode(value, "msgpack") == cases(MANIFEST, ["TokenizedGenerateReqInput"])[1].msgpack
+        value.time_stats = {"created": 1.5}
+        with pytest.raises(TesteeSkipped, match=r"TokenizedGenerateReqInput\.time_stats: an object to wrap"):
+            limited.encode(value, "msgpack")
+    finally:
+        limited.close()
