@@ -18,6 +18,11 @@ class Float32(float):
     """A float the writer puts on the wire as float 32 (0xca)."""
 
 
+class MapPairs(list):
+    """A map given as (key, value) pairs: the writer keeps duplicate keys (what a careless
+    encoder in another language can send)."""
+
+
 class WideInt(int):
     """An int the writer puts on the wire in its 64-bit form (0xd3 signed, 0xcf unsigned)."""
 
@@ -91,6 +96,11 @@ def write(value: Any, out: bytearray | None = None) -> bytes:
     elif isinstance(value, (bytes, bytearray, memoryview)):
         _sized(out, len(value), None, (0xC4, 0xC5, 0xC6))
         out += bytes(value)
+    elif isinstance(value, MapPairs):
+        _sized(out, len(value), (0x80, 16), (0, 0xDE, 0xDF))
+        for k, v in value:
+            write(k, out)
+            write(v, out)
     elif isinstance(value, (list, tuple)):
         _sized(out, len(value), (0x90, 16), (0, 0xDC, 0xDD))
         for item in value:

@@ -20,7 +20,7 @@ import pytest
 
 from conformance.compare import differences
 from conformance.plugin import check
-from conformance.proof.msgpack_writer import Float32, WideInt, read, rewrite, write
+from conformance.proof.msgpack_writer import Float32, MapPairs, WideInt, read, rewrite, write
 
 FLOAT_FIELDS = ("float", "Optional[float]")
 
@@ -170,3 +170,26 @@ def test_unknown_extension_is_forwarded(ipc, struct):
     assert again[position] == tree[position], (
         f"{struct}.{spec.fields[position - 1].name}: extensions 9 and 4 came back as {again[position]!r}, "
         f"not as the same extension bytes")
+
+
+# -- a map with a duplicate key: refused, or one entry with the last value (R-VAL-6) ----------
+DUPLICATED = MapPairs([("key", 1), ("other", 2), ("key", 3)])
+
+
+@check("Accepts", per=("struct",), name="DuplicateKeyLastValue", cases={"struct": _any_map_structs})
+def test_duplicate_map_key(ipc, struct):
+    from conformance.suite.test_golden import _vector
+
+    spec = ipc.manifest.structs[struct]
+    position = next(i for i, f in enumerate(spec.fields, 1) if f.type in ANY_MAPS)
+    name = spec.fields[position - 1].name
+    tree = read(_vector(ipc, struct, "typical"))
+    tree[position] = DUPLICATED
+    try:
+        decoded = ipc.adapter.decode(write(tree), "msgpack")
+    except Exception:
+        return  # refusing the message is allowed
+    got = getattr(decoded, name)
+    assert isinstance(got, dict) and list(got.items()) == [("key", 3), ("other", 2)], (
+        f"{struct}.{name}: the map {{'key': 1, 'other': 2, 'key': 3}} decoded to {got!r}; SPEC R-VAL-6 allows only "
+        "a refusal or {'key': 3, 'other': 2} (first key's position, last value)")
