@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -114,6 +115,15 @@ class RaisesUndeclared(ReferenceAdapter):
             raise KeyError(str(exc)) from None
 
 
+class DiesOnQuantized(ReferenceAdapter):
+    """Dies of SIGSEGV on a quantized tensor dtype, as torch does reading one built from bytes."""
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        if b"qint8" in data:
+            os.kill(os.getpid(), signal.SIGSEGV)
+        return super().decode(data, transport)
+
+
 def _run(tmp_path: Path, impl: str, select: str = "Refuses") -> tuple[str, dict[str, dict]]:
     report = tmp_path / "report.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
@@ -145,6 +155,15 @@ def test_an_undeclared_exception_is_a_crash_not_a_refusal(tmp_path):
     failed = _failed(results)
     assert len(failed) == len(results) > 100, last
     assert all("crashed instead of refusing" in m and "KeyError" in m for m in failed.values())
+
+
+def test_input_that_kills_the_process_fails_its_check_and_the_run_goes_on(tmp_path):
+    last, results = _run(tmp_path, "test_refusals:DiesOnQuantized", "Refuses and Tensor")
+    failed = _failed(results)
+    assert list(failed) == ["Required.Refuses.Tensor.QuantizedDtype.Decode"], last
+    assert "crashed instead of refusing" in failed["Required.Refuses.Tensor.QuantizedDtype.Decode"]
+    assert "the process died (signal SIGSEGV)" in failed["Required.Refuses.Tensor.QuantizedDtype.Decode"]
+    assert sum(r["outcome"] == "passed" for r in results.values()) >= 15
 
 
 @pytest.mark.slow
