@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from conformance.compare import differences
 from conformance.every_arm import EveryArmBuilder
-from conformance.plugin import check
+from conformance.plugin import check, failure_message
 
 
 @check("RoundTrip", per=("struct", "transport"), name="EveryArm")
@@ -24,5 +24,4 @@ def test_every_arm(ipc, struct, transport):
         except Exception as exc:  # the implementation's own error names the field; add which instance
             raise AssertionError(f"{where} could not cross {transport}: {type(exc).__name__}: {exc}") from exc
         diffs = differences(want, decoded)
-        assert not diffs, (f"{where} changed crossing {transport}: {diffs[0]}"
-                           + (f" (and {len(diffs) - 1} more)" if len(diffs) > 1 else ""))
+        assert not diffs, failure_message(f"{where} changed crossing {transport}", diffs)
