@@ -171,7 +171,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     if report.failed and harness_error(call.excinfo.value if call.excinfo else None):
         # The testee crashed, hung or broke the protocol: no verdict on the check was
         # reached, so this is a failure whatever the check's level or the list says.
-        report.ipc_message = "harness error: " + _message(report)
+        report.ipc_message = HARNESS_ERROR + _message(report)
         return
     expected = _expectations(item.config).get(check_id)
     if expected is None:
@@ -203,6 +203,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         actual = _message(report)
         report.ipc_message = f"{actual} (listed in {ipc.expectations_path} as failing with: {expected.describe()})"
         report.longrepr = f"{report.longrepr}\n(listed in {ipc.expectations_path} as failing with: {expected.describe()})"
+
+
+HARNESS_ERROR = "harness error: "
 
 
 def harness_error(exc: Optional[BaseException]) -> bool:
@@ -271,8 +274,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if not config.getoption("--ipc-fix-expectations"):
         return
     previous = _expectations(config)
+    # A harness error can never be an expected failure: it is not written into the list.
     failing = {r["id"]: r["message"] for r in _results if r["outcome"] in ("failed", "xfailed")
-               and not r["message"].endswith("(ipc-conformance run --fix-expectations)")}
+               and not r["message"].endswith("(ipc-conformance run --fix-expectations)")
+               and not r["message"].startswith(HARNESS_ERROR)}
     expectations.write(ipc.expectations_path, failing, previous,
                        f"expected failures of {ipc.adapter.label} against {ipc.manifest.id}")
 

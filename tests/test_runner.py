@@ -91,6 +91,9 @@ def test_testee_crash_cannot_be_an_expected_failure(tmp_path):
                "--", "-k", "AbortReq and Identical and msgpack.typical")
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert proc.stdout.strip().splitlines()[-2:] == ["expected failures: 0", "conformance: 0 passed, 1 failed, 0 skipped"]
+    run("--impl", "cmd:python -m reference_impl.testee --break crash", "--expectations", str(listed),
+        "--fix-expectations", "--", "-k", "AbortReq and Identical and msgpack.typical")
+    assert "AbortReq" not in listed.read_text()  # never written into the list either
 
 
 def test_recommended_failures_have_their_own_count(tmp_path):
