@@ -199,7 +199,8 @@ SELECT = "Golden and (AbortReq or BatchTokenIDOutput)"
 
 @pytest.mark.slow
 def test_good_testee_passes_what_the_in_process_reference_passes():
-    assert _run(f"cmd:{TESTEE}", SELECT)[0] == _run("reference", SELECT)[0] == "conformance: 12 passed, 0 failed, 0 skipped"
+    good, reference = _run(f"cmd:{TESTEE}", SELECT)[0], _run("reference", SELECT)[0]
+    assert good == reference and good.endswith(" passed, 0 failed, 0 skipped") and int(good.split()[1]) >= 12, good
 
 
 @pytest.mark.slow
