@@ -384,3 +384,15 @@ def test_a_testee_that_cannot_pickle_skips_objects_to_wrap_and_forwards_wrappers
             limited.encode(value, "msgpack")
     finally:
         limited.close()
+
+
+def test_smoke_names_a_replay_command_for_each_failure():
+    from conformance.testee.smoke import smoke
+
+    lines: list[str] = []
+    assert smoke(f"cmd:{TESTEE}", out=lines.append) == 0 and lines[-1].endswith(" 0 failed")
+    lines.clear()
+    assert smoke(f"cmd:{TESTEE} --break flip-byte", out=lines.append) == 1
+    failed = [i for i, line in enumerate(lines) if line.startswith("FAIL")]
+    assert failed and all(any(line.strip().startswith("reproduce: ipc-conformance testee replay ")
+                              for line in lines[i + 1:i + 4]) for i in failed), "\n".join(lines)

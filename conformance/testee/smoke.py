@@ -32,13 +32,22 @@ def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], Non
 
     def step(name: str, fn: Callable[[], Optional[str]], required: bool = True) -> None:
         nonlocal failures, passed
+        recent = getattr(adapter, "recent", None)  # a cmd: testee's last requests
+        if recent is not None:
+            recent.clear()
         try:
             problem = fn()
         except Exception as exc:  # includes skips: a smoke step must run
             problem = f"{type(exc).__name__}: {exc}"
         if problem:
             failures += required
-            out(f"{'FAIL' if required else 'warn'}  {name}: {problem.splitlines()[0][:300]}")
+            lines = problem.splitlines()
+            out(f"{'FAIL' if required else 'warn'}  {name}: {lines[0][:300]}")
+            context = [line.strip() for line in lines[1:] if line.startswith(("  step: ", "  reproduce: "))]
+            if not context and recent:  # the answers came back but were wrong: replay the last request
+                context = [line.strip() for line in adapter.reproducers(1).splitlines()[1:]]
+            for line in context:
+                out(f"      {line}")
         else:
             passed += 1
             out(f"ok    {name}")
