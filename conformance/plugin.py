@@ -200,9 +200,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
                            "(ipc-conformance run --fix-expectations)")
     else:
         # Keep the actual error in front: the list only tells what was expected instead.
-        actual = _message(report)
-        report.ipc_message = f"{actual} (listed in {ipc.expectations_path} as failing with: {expected.describe()})"
-        report.longrepr = f"{report.longrepr}\n(listed in {ipc.expectations_path} as failing with: {expected.describe()})"
+        listed = f"(listed in {ipc.expectations_path} as failing with: {expected.describe()})"
+        report.ipc_message = f"{_message(report)} {listed}"
+        report.longrepr = f"{report.longrepr}\n{listed}"
 
 
 HARNESS_ERROR = "harness error: "
