@@ -1,0 +1,42 @@
+"""Strict peers (R-PW-5): a receive path for an untrusted peer refuses a PickleWrapper or keeps
+it closed. Security.NoPickleFromUntrustedPeer proves no code runs; this check proves no pickle
+runs at all, even one an allow-listed unpickler would accept (a plain dict)."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from conformance.plugin import check
+
+BENIGN = {"created": 1.5, "benign": True}
+
+
+def _opened(value) -> bool:
+    return value == BENIGN
+
+
+@check("Security", per=("case",), name="WrapperStaysClosed", cases={"case": lambda ipc: ["top_level", "field"]})
+def test_untrusted_wrapper_stays_closed(ipc, case):
+    from conformance.suite.test_mission import _opaque_structs, _wrapper_fields
+
+    wrapper = ipc.classes["PickleWrapper"](data=pickle.dumps(BENIGN, protocol=4))
+    if case == "top_level":
+        message, field = wrapper, None
+    else:
+        structs = _opaque_structs(ipc)
+        if not structs:
+            pytest.skip("no message with a PickleWrapper field")
+        message = ipc.instance(structs[0], "typical")
+        field = _wrapper_fields(ipc.manifest.structs[structs[0]])[0]
+        setattr(message, field, wrapper)
+    data = ipc.adapter.encode(message, "msgpack")
+    try:
+        got = ipc.adapter.receive(data, "msgpack")
+    except Exception:
+        return  # refused: right
+    opened = got if field is None else getattr(got, field, None)
+    assert not _opened(opened), (
+        f"the untrusted msgpack receive path unpickled a PickleWrapper ({case}): it handed on {opened!r}; "
+        "SPEC R-PW-5: refuse it or keep it closed")
