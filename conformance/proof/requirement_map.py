@@ -87,6 +87,7 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(DEFECTS, "KeepsRequiresGradUnderPickle", "Required.Tensor.requires_grad.Exact.pickle",
        "Required.Tensor.requires_grad.SameOnBothTransports"),
     _v(DEFECTS, "UnsafeZeroCopy", "Required.ZeroCopy.msgpack.BufferReuseSafe"),
+    _v(MUTANTS, "TensorSharesReceiveBuffer", "Required.TensorMemory.msgpack.OwnsMemory"),
     # -- PickleWrapper, receive paths, security, trace
     _v(MUTANTS, "GuessesWrappersFromValues", "Required.RoundTrip.TokenizedGenerateReqInput.Identical.msgpack.typical"),
     _v(MUTANTS, "WrapperContentsLost", "Required.Unwrap.TokenizedGenerateReqInput.NoWrapperLeft.msgpack",
@@ -150,7 +151,8 @@ REQUIREMENTS: dict[str, Entry] = {
                                                                                 "EmptyShapeFlattened")),
     "R-TEN-3": Entry(("Required.Tensor.cuda.*", REFUSES), ("TensorDeviceIgnored",)),
     "R-TEN-4": Entry((TENSOR,), ("ViewBytesNotContiguous", "KeepsRequiresGradUnderPickle")),
-    "R-TEN-5": Entry(("Required.ZeroCopy.*.BufferReuseSafe",), ("UnsafeZeroCopy",)),
+    "R-TEN-5": Entry(("Required.ZeroCopy.*.BufferReuseSafe", "Required.TensorMemory.*"),
+                     ("UnsafeZeroCopy", "TensorSharesReceiveBuffer")),
     "R-PW-1": Entry(("Required.Unwrap.*", "Required.Trace.*"), ("WrapperContentsLost",)),
     "R-PW-2": Entry((ROUNDTRIP,), ("GuessesWrappersFromValues",)),
     "R-PW-3": Entry(("Required.Unwrap.*.NoWrapperLeft.*", "Required.ReceivePath.*",
