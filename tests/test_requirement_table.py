@@ -32,9 +32,14 @@ def test_every_violation_names_a_mutant_or_defect_that_exists():
     import importlib
 
     for v in requirement_map.VIOLATIONS.values():
+        assert v.must_fail, v.name
+        if v.impl.startswith("cmd:"):  # a testee: its --break mode must exist
+            from reference_impl.testee import BREAKS
+
+            assert v.impl.rpartition("--break ")[2] in BREAKS, v.impl
+            continue
         module, _, name = v.impl.partition(":")
         assert hasattr(importlib.import_module(module), name), v.impl
-        assert v.must_fail, v.name
     assert len(MUTANTS) >= 40
 
 

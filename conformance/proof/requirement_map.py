@@ -6,6 +6,7 @@ regenerates docs/requirements.md and tests/test_requirement_table.py keeps both 
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 MUTANTS = "conformance.proof.mutants"
@@ -34,6 +35,12 @@ def _v(module: str, name: str, *must_fail: str, transport: str = "both", e2e: bo
     return Violation(name, f"{module}:{name}", tuple(must_fail), transport, e2e)
 
 
+def _testee(mode: str, *must_fail: str) -> Violation:
+    """The reference testee (spec/testee.md) with a planted encoder bug, over its subprocess protocol."""
+    return Violation(f"testee --break {mode}", f"cmd:{sys.executable} -m reference_impl.testee --break {mode}",
+                     tuple(must_fail), "msgpack")
+
+
 VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     # -- messages and bytes
     _v(MUTANTS, "DropsTrailingDefaults", "Required.Bytes.AbortReq.MatchesVector.minimal"),
@@ -42,6 +49,9 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
        "Required.DoubleHop.AbortReq.Stable.msgpack"),
     _v(MUTANTS, "QualifiedTag", "Required.RoundTrip.AbortReq.Identical.msgpack.typical"),
     _v(MUTANTS, "MapsInReverseOrder", "Required.Bytes.BatchStrOutput.MatchesVector.typical"),
+    _testee("float32", "Required.Bytes.BatchEmbeddingOutput.MatchesVector.typical"),
+    _testee("int-floats", "Required.Bytes.KvMetrics.MatchesVector.minimal"),
+    _testee("drop-defaults", "Required.Bytes.AbortReq.MatchesVector.minimal"),
     _v(MUTANTS, "Float32Narrowing", "Required.Bytes.BatchEmbeddingOutput.MatchesVector.typical"),
     _v(MUTANTS, "IntegralFloatsAsInts", "Required.Bytes.KvMetrics.MatchesVector.minimal"),
     _v(MUTANTS, "EnumByName", "Required.RoundTrip.ProfileReq.Identical.msgpack.typical"),
@@ -120,7 +130,7 @@ RECEIVE = ("Required.ReceivePath.*.Controller.*", "Required.ReceivePath.*.Schedu
 
 REQUIREMENTS: dict[str, Entry] = {
     "R-MSG-1": Entry((BYTES, ROUNDTRIP), ("SwapsFirstTwoFields", "QualifiedTag")),
-    "R-MSG-2": Entry((BYTES,), ("DropsTrailingDefaults", "AppendsExtraField")),
+    "R-MSG-2": Entry((BYTES,), ("DropsTrailingDefaults", "AppendsExtraField", "testee --break drop-defaults")),
     "R-MSG-4": Entry((BYTES, ROUNDTRIP, "Required.DoubleHop.*", "Required.Omission.*"), ("MapsInReverseOrder",)),
     "R-MSG-5": Entry((REFUSES, ACCEPTS), ("DefaultsForRequiredFields", "WrongElementTypeKeptAsIs",
                                          "UnknownTagDecodesAsNone", "RefusesShortArrays", "RefusesExtraElements")),
@@ -180,7 +190,8 @@ REQUIREMENTS: dict[str, Entry] = {
     "R-DP-4": Entry(("Required.Trace.*", "Required.E2E.*.OneLinkedTrace.*"), ("DropsTraceUnderMsgpack",)),
     "R-VEC-1": Entry(("Required.Golden.*.DecodesVector.*",), ("ReorderedFields",)),
     "R-VEC-2": Entry((ACCEPTS,), ("RequiresCanonicalBytes",)),
-    "R-VEC-3": Entry((BYTES,), ("Float32Narrowing", "IntegralFloatsAsInts", "DropsTrailingDefaults")),
+    "R-VEC-3": Entry((BYTES,), ("Float32Narrowing", "IntegralFloatsAsInts", "DropsTrailingDefaults",
+                                "testee --break float32", "testee --break int-floats", "testee --break drop-defaults")),
     "R-VER-1": Entry(("Required.Catalogue.*.MatchesManifest", "Required.Catalogue.All.NoUnlistedMessages"),
                      ("NarrowRids", "ReorderedFields")),
 }

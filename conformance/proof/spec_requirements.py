@@ -28,6 +28,7 @@ class Requirement:
         """The paragraph without markup, cut to a table cell."""
         text = re.sub(r"\*\*|`|\[(R-[A-Z]+-\d+)\]", lambda m: m.group(1) or "", self.text)
         text = re.sub(r"^[-|\s]+|[|\s]+$", "", text).replace("|", "/")
+        text = re.sub(rf"^{re.escape(self.id)}\s*", "", text)  # the table names the id already
         return text if len(text) <= 160 else text[:157].rstrip() + "..."
 
 
