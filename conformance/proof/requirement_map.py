@@ -12,6 +12,7 @@ from dataclasses import dataclass
 MUTANTS = "conformance.proof.mutants"
 DEFECTS = "tests.defective_adapters"
 ENGINE = "tests.engine.receive_path_adapters"
+SPEC_RULES = "tests.spec_rule_adapters"
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,10 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     # -- transports
     _v(MUTANTS, "PickleNormalizesLikeMsgpack", "Required.RoundTrip.BlockReqInput.Identical.pickle.typical"),
     _v(MUTANTS, "SplitsMessageIntoFrames", "Required.Socket.AbortReq.ArrivesWhole.msgpack"),
+    # -- the spec's finer rules
+    _v(SPEC_RULES, "OmitsEqualDefaults", "Required.Omission.BeamSearchSequence.NegativeZeroWritten"),
+    Violation("WideningCanonicalizesNaN", f"{SPEC_RULES}:CanonicalNaN",
+              ("Required.FloatWidening.signalling_nan.KeepsBits", "Required.FloatWidening.negative_nan_payload.KeepsBits")),
 )}
 
 ROUNDTRIP = "Required.RoundTrip.*"
@@ -131,7 +136,8 @@ RECEIVE = ("Required.ReceivePath.*.Controller.*", "Required.ReceivePath.*.Schedu
 REQUIREMENTS: dict[str, Entry] = {
     "R-MSG-1": Entry((BYTES, ROUNDTRIP), ("SwapsFirstTwoFields", "QualifiedTag")),
     "R-MSG-2": Entry((BYTES,), ("DropsTrailingDefaults", "AppendsExtraField", "testee --break drop-defaults")),
-    "R-MSG-4": Entry((BYTES, ROUNDTRIP, "Required.DoubleHop.*", "Required.Omission.*"), ("MapsInReverseOrder",)),
+    "R-MSG-4": Entry((BYTES, ROUNDTRIP, "Required.DoubleHop.*", "Required.Omission.*"),
+                     ("MapsInReverseOrder", "OmitsEqualDefaults")),
     "R-MSG-5": Entry((REFUSES, ACCEPTS), ("DefaultsForRequiredFields", "WrongElementTypeKeptAsIs",
                                          "UnknownTagDecodesAsNone", "RefusesShortArrays", "RefusesExtraElements")),
     "R-MSG-6": Entry(("Required.Primitive.*.TopLevel.*",), ("NoTopLevelStr", "TopLevelNoneRefused",
@@ -149,6 +155,7 @@ REQUIREMENTS: dict[str, Entry] = {
                                                          "RefusesIntsForFloats", "CanonicalNaN")),
     "R-VAL-3": Entry((REFUSES,), ("SurrogatesReplaced",)),
     "R-VAL-4": Entry((ROUNDTRIP,), ("EnumByName", "UntypedDecode")),
+    "R-VAL-5": Entry(("Required.FloatWidening.*",), ("WideningCanonicalizesNaN",)),
     "R-VAL-6": Entry(("Required.Accepts.*.DuplicateKeyLastValue",), ("DuplicateKeysFirstWins",)),
     "R-EXT-6": Entry(("Required.ByteOrder.*.BigEndianKept.*",), ("BigEndianNdarraysConverted", "NdarraysDecodedNative")),
     "R-EXT-1": Entry((TENSOR, ROUNDTRIP, BYTES), ("ExtMetadataLengthLittleEndian",)),
