@@ -77,8 +77,19 @@ class ReferenceAdapter(Adapter):
     # -- the serving engine (reference_impl/engine) ----------------------------------
     def receive_paths(self) -> Mapping[str, ReceivePath]:
         return {"controller": partial(self._through, "controller"), "scheduler": partial(self._through, "scheduler"),
-                "detokenizer": partial(self._back, "detokenizer"),
+                "unroutable": self._unroutable, "detokenizer": partial(self._back, "detokenizer"),
                 "tokenizer_manager": partial(self._back, "tokenizer_manager")}
+
+    def _rig(self, transport: str) -> Any:
+        """The engine's controller and scheduler receive paths over real sockets
+        (reference_impl/engine/receive_paths.py), a fresh set per message."""
+        from reference_impl.engine.receive_paths import ReceivePathRig
+
+        return ReceivePathRig(transport, dp_size=RECEIVE_PATH_DP_SIZE, debug_skip_unwrap=self.engine_debug_skip_unwrap)
+
+    def _unroutable(self, obj: Any, transport: str) -> Any:
+        with self._rig(transport) as rig:
+            return rig.unroutable(obj)
 
     def _back(self, path: str, obj: Any, transport: str) -> Any:
         """The engine's detokenizer and tokenizer manager receive paths over real sockets
@@ -89,14 +100,9 @@ class ReferenceAdapter(Adapter):
             return rig.through_detokenizer(obj) if path == "detokenizer" else rig.through_tokenizer_manager(obj)
 
     def _through(self, path: str, obj: Any, transport: str) -> Any:
-        """The engine's own controller and scheduler receive paths over real sockets
-        (reference_impl/engine/receive_paths.py), a fresh set per message."""
-        from reference_impl.engine.receive_paths import ReceivePathRig
-
         from ..compare import differences
 
-        with ReceivePathRig(transport, dp_size=RECEIVE_PATH_DP_SIZE,
-                            debug_skip_unwrap=self.engine_debug_skip_unwrap) as rig:
+        with self._rig(transport) as rig:
             if path == "controller":
                 return rig.through_controller(obj)
             ranks = rig.through_scheduler(obj)

@@ -107,6 +107,7 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(ENGINE, "ControllerSkipsUnwrap", "Required.ReceivePath.TokenizedGenerateReqInput.Controller.msgpack"),
     _v(ENGINE, "SchedulerSkipsUnwrap", "Required.ReceivePath.TokenizedGenerateReqInput.Scheduler.msgpack"),
     _v(ENGINE, "DetokenizerSkipsUnwrap", "Required.ReceivePath.BatchTokenIDOutput.Detokenizer.msgpack"),
+    _v(ENGINE, "ControllerDropsUnroutable", "Required.ReceivePath.TokenizedGenerateReqInput.Unroutable.msgpack"),
     _v(DEFECTS, "UnpicklesWireBytes", "Required.Security.top_level.NoPickleFromUntrustedPeer",
        "Required.Security.field.NoPickleFromUntrustedPeer"),
     _v(MUTANTS, "UntrustedReceiveUnpickles", "Required.Security.field.NoPickleFromUntrustedPeer"),
@@ -194,6 +195,7 @@ REQUIREMENTS: dict[str, Entry] = {
     "R-DP-1": Entry(RECEIVE, ("ControllerSkipsUnwrap", "SchedulerSkipsUnwrap")),
     "R-DP-2": Entry(("Required.ReceivePath.*.Controller.*",), ("ControllerSkipsUnwrap",)),
     "R-DP-3": Entry(RECEIVE, ("ControllerSkipsUnwrap", "SchedulerSkipsUnwrap")),
+    "R-DP-5": Entry(("Required.ReceivePath.*.Unroutable.*",), ("ControllerDropsUnroutable",)),
     "R-DP-4": Entry(("Required.Trace.*", "Required.E2E.*.OneLinkedTrace.*"), ("DropsTraceUnderMsgpack",)),
     "R-VEC-1": Entry(("Required.Golden.*.DecodesVector.*",), ("ReorderedFields",)),
     "R-VEC-2": Entry((ACCEPTS,), ("RequiresCanonicalBytes",)),
@@ -208,8 +210,6 @@ REQUIREMENTS: dict[str, Entry] = {
 EXEMPT: dict[str, str] = {
     "R-TRN-1": "a deployment rule (both ends of a link use one transport); every check runs both ends with "
                "the same transport, under each",
-    "R-DP-5": "engine behaviour (an unroutable request is answered with an AbortReq), tested by the engine's own "
-              "tests (tests/engine), not by a conformance check",
     "R-DP-6": "a deployment rule (the controller at least as new as the tokenizer manager)",
     "R-VER-4": "a rule for releases of a manifest (regenerate vectors and structs), enforced by this "
                "project's tests (tests/test_golden.py, tests/test_reference_structs.py)",

@@ -109,3 +109,24 @@ def test_receive_path_tokenizer_manager(ipc, struct, transport):
     """detokenizer (and any engine process reporting an error) -> tokenizer manager: what its
     receive path hands to the waiting requests."""
     _through(ipc, "tokenizer_manager", struct, transport)
+
+
+#: Requests the controller routes to one rank (they name routed_dp_rank).
+ROUTED = ("TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput")
+NO_SUCH_RANK = 2**31 - 1  # a rank no deployment has
+
+
+@check("ReceivePath", per=("struct", "transport"), name="Unroutable", cases={"struct": _known(ROUTED)})
+def test_unroutable_request_is_aborted(ipc, struct, transport):
+    """tokenizer manager -> controller, naming a rank the engine does not have: the controller
+    answers with an AbortReq carrying a finished_reason, never drops it silently (SPEC R-DP-5)."""
+    unroutable = _path(ipc, "unroutable")
+    sent = _sendable(ipc, ipc.instance(struct, "typical"))
+    sent.routed_dp_rank = NO_SUCH_RANK
+    answer = unroutable(sent, transport)
+    assert type(answer).__name__ == "AbortReq", (
+        f"the controller answered {struct} naming routed_dp_rank {NO_SUCH_RANK} with {type(answer).__name__}, "
+        f"not an AbortReq (SPEC R-DP-5)")
+    assert answer.rid == sent.rid and answer.finished_reason, (
+        f"the controller's AbortReq for {struct} (rid {sent.rid!r}) has rid {answer.rid!r} and finished_reason "
+        f"{answer.finished_reason!r}: it must name the request and carry a finished_reason (SPEC R-DP-5)")

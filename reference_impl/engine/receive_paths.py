@@ -107,6 +107,25 @@ class ReceivePathRig(_Rig):
                                    + (f"; its receive path handed on PickleWrapper at {', '.join(left)}" if left else ""))
         return handed_on
 
+    def unroutable(self, obj: Any) -> Any:
+        """Send obj, a request naming a rank this engine does not have, as the tokenizer manager
+        does; returns what the controller answered the tokenizer manager (SPEC R-DP-5: an AbortReq
+        with a finished_reason). Forwarding it, or answering nothing, is a ReceivePathError."""
+        self.tokenizer.send(obj)
+        got = self.controller.receive(self.timeout_ms)
+        if got is None:
+            raise ReceivePathError(f"the controller received no {type(obj).__name__} within {self.timeout_ms} ms "
+                                   "(or dropped it as undecodable: see the log)")
+        self.controller.handle(got)
+        forwarded, errors = self._collect(1)
+        if forwarded:
+            raise ReceivePathError(f"the controller forwarded {type(got).__name__} naming routed_dp_rank "
+                                   f"{got.routed_dp_rank} to a scheduler rank of {len(self.schedulers)}")
+        if not errors:
+            raise ReceivePathError(f"the controller answered nothing within {self.timeout_ms} ms to "
+                                   f"{type(got).__name__} naming routed_dp_rank {got.routed_dp_rank}: dropped silently")
+        return errors[0]
+
     def through_scheduler(self, obj: Any) -> list[Any]:
         """The controller broadcasts obj to every rank; returns what each rank's receive path handed on."""
         self.controller.broadcast(obj)

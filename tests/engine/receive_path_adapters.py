@@ -18,3 +18,20 @@ def DetokenizerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802
 
 def TokenizerManagerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802
     return ReferenceAdapter(engine_debug_skip_unwrap=("tokenizer_manager",))
+
+
+class ControllerDropsUnroutable(ReferenceAdapter):
+    """R-DP-5: the controller logs a request it cannot route and drops it (no AbortReq)."""
+
+    def _rig(self, transport):
+        rig = super()._rig(transport)
+        controller = rig.controller
+
+        def handle_dropping_errors(obj):
+            try:
+                controller.dispatch(obj)
+            except Exception:  # the defect: an unroutable request vanishes
+                pass
+
+        controller.handle = handle_dropping_errors
+        return rig

@@ -31,9 +31,11 @@ CONTROL = ["AbortReq", "FlushCacheReqInput", "UpdateWeightsFromTensorReqInput"]
 TO_DETOKENIZER_WRAPPED = ["BatchTokenIDOutput", "BatchEmbeddingOutput"]
 TO_TOKENIZER_MANAGER_WRAPPED = ["BatchStrOutput", "BatchEmbeddingOutput"]
 TO_TOKENIZER_MANAGER_PLAIN = ["FlushCacheReqOutput", "UpdateWeightsFromTensorReqOutput", "AbortReq"]
+ROUTED_SINGLE = ["TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput"]
 PATHS = {"Controller": ROUTED_WRAPPED + CONTROL, "Scheduler": ROUTED_WRAPPED + CONTROL,
          "Detokenizer": TO_DETOKENIZER_WRAPPED,
-         "TokenizerManager": TO_TOKENIZER_MANAGER_WRAPPED + TO_TOKENIZER_MANAGER_PLAIN}
+         "TokenizerManager": TO_TOKENIZER_MANAGER_WRAPPED + TO_TOKENIZER_MANAGER_PLAIN,
+         "Unroutable": ROUTED_SINGLE}
 WRAPPED = {"Controller": ROUTED_WRAPPED, "Scheduler": ROUTED_WRAPPED, "Detokenizer": TO_DETOKENIZER_WRAPPED,
            "TokenizerManager": TO_TOKENIZER_MANAGER_WRAPPED}
 
@@ -101,6 +103,12 @@ def test_receive_path_checks_fail_when_a_receive_path_skips_the_unwrap(adapter, 
     # Exactly the messages that carry time stats, under msgpack (pickle never wraps), on that path.
     assert failed == _ids(path, WRAPPED[path], "msgpack")
     assert len(outcome) == 2 * sum(map(len, PATHS.values())) and set(outcome.values()) == {"passed", "failed"}
+
+
+def test_unroutable_checks_fail_when_the_controller_drops_what_it_cannot_route(tmp_path):
+    outcome = _suite("receive_path_adapters:ControllerDropsUnroutable", tmp_path)
+    failed = {check for check, result in outcome.items() if result == "failed"}
+    assert failed == _ids("Unroutable", ROUTED_SINGLE, "msgpack") | _ids("Unroutable", ROUTED_SINGLE, "pickle")
 
 
 def test_receive_path_checks_pass_on_the_reference(tmp_path):
