@@ -576,6 +576,14 @@ class IgnoresTrailingBytes(Mutant):
         return super().decode(data, transport)
 
 
+def _unchecked(cls: type, items: list) -> Any:
+    """An instance of cls holding items as they came, with none of msgspec's checks."""
+    value = cls.__new__(cls)
+    for field, item in zip(msgspec.structs.fields(cls), items):
+        setattr(value, field.name, item)
+    return value
+
+
 class DefaultsForRequiredFields(Mutant):
     """A short array decodes with None for missing required fields (R-MSG-5)."""
 
@@ -594,12 +602,7 @@ class DefaultsForRequiredFields(Mutant):
             fields = msgspec.structs.fields(cls)
             if len(raw) - 1 >= len(fields):
                 raise
-            padded = write([*raw, *([None] * (len(fields) - len(raw) + 1))])
-            obj = msgspec.msgpack.decode(padded)
-            value = cls.__new__(cls)
-            for field, item in zip(fields, obj[1:]):
-                setattr(value, field.name, item)
-            return value
+            return _unchecked(cls, [*raw[1:], *([None] * (len(fields) - len(raw) + 1))])
 
 
 class UnknownTagDecodesAsNone(Mutant):
@@ -630,11 +633,7 @@ class WrongElementTypeKeptAsIs(Mutant):
             raw = read(bytes(data))
             if not _is_tag_array(raw) or raw[0] not in self.classes():
                 raise
-            cls = self.classes()[raw[0]]
-            value = cls.__new__(cls)
-            for field, item in zip(msgspec.structs.fields(cls), raw[1:]):
-                setattr(value, field.name, item)
-            return value
+            return _unchecked(self.classes()[raw[0]], raw[1:])
 
 
 class RequiresCanonicalBytes(Mutant):
