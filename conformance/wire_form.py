@@ -6,7 +6,9 @@ R-VAL-2. ``parse`` keeps the form of every item instead: the float width, int vs
 array element and map entry in wire order, extension codes and, for the buffer extensions
 (codes 1-3), their metadata and raw bytes apart. ``form_differences`` compares two trees the
 way SPEC R-VEC-3 does: only the width of integer and length headers may differ.
-``write`` is the inverse of ``parse`` (shortest headers), for tools that rewrite bytes on purpose.
+``write`` is the inverse of ``parse`` (shortest headers), for tools that rewrite bytes on purpose;
+``write_value`` writes a plain value, with ``Float32``, ``WideInt`` and ``MapPairs`` choosing the
+forms a careless encoder in another language uses (the acceptance checks and the mutants).
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
 
+import msgspec
+
 from .manifest import Manifest, T, parse as parse_type
 
-__all__ = ["Item", "FormError", "parse", "write", "form_differences", "unordered_paths", "rewrite", "fits_float32"]
+__all__ = ["Item", "FormError", "parse", "write", "form_differences", "unordered_paths", "rewrite", "fits_float32",
+           "Float32", "WideInt", "MapPairs", "from_value", "write_value", "read_value", "rewrite_value"]
 
 Step = Union[int, str]
 Path = tuple[Step, ...]
@@ -40,6 +45,7 @@ class Item:
     value: Any = None
     items: tuple["Item", ...] = ()
     code: int = 0
+    wide: bool = False  # write an int in its 64-bit form (parse never sets it: widths are free)
 
     def describe(self) -> str:
         if self.kind in ("array", "map"):
@@ -164,6 +170,10 @@ def _write(item: Item, out: bytearray) -> None:
     elif k == "bool":
         out.append(0xC3 if v else 0xC2)
     elif k == "int":
+        if item.wide:
+            out.append(0xCF if v >= 0 else 0xD3)
+            out += struct.pack(">Q" if v >= 0 else ">q", v)
+            return
         if 0 <= v <= 0x7F or -32 <= v < 0:
             out += struct.pack(">b" if v < 0 else ">B", v)
             return
@@ -353,6 +363,64 @@ def _split_buffer(payload: bytes) -> tuple[Item, bytes]:
     if end != 4 + size:
         raise FormError(f"metadata length {size} but the metadata object takes {end - 4} bytes")
     return item, payload[4 + size:]
+
+
+# -- values written in chosen forms -------------------------------------------------------
+class Float32(float):
+    """A float written as float 32 (0xca), the form a careless encoder uses where it fits."""
+
+
+class WideInt(int):
+    """An int written in its 64-bit form (0xcf unsigned, 0xd3 signed) whatever its size."""
+
+
+class MapPairs(list):
+    """A map given as (key, value) pairs: duplicate keys are written as they are."""
+
+
+def from_value(value: Any) -> Item:
+    """The item tree of a plain value (msgspec's untyped decode gives such values); Float32,
+    WideInt and MapPairs choose forms the reference encoder never writes."""
+    if value is None:
+        return Item("nil")
+    if value is True or value is False:
+        return Item("bool", value)
+    if isinstance(value, int):
+        return Item("int", int(value), wide=isinstance(value, WideInt))
+    if isinstance(value, float):
+        return Item("float32" if isinstance(value, Float32) else "float64", float(value))
+    if isinstance(value, str):
+        return Item("str", value.encode("utf-8", "surrogatepass"))
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return Item("bin", bytes(value))
+    if isinstance(value, MapPairs):
+        return Item("map", items=tuple(from_value(x) for pair in value for x in pair))
+    if isinstance(value, (list, tuple)):
+        return Item("array", items=tuple(from_value(x) for x in value))
+    if isinstance(value, dict):
+        return Item("map", items=tuple(from_value(x) for pair in value.items() for x in pair))
+    if isinstance(value, msgspec.msgpack.Ext):
+        return Item("ext", bytes(value.data), code=value.code)
+    raise TypeError(f"no msgpack form for {type(value).__name__}")
+
+
+def write_value(value: Any) -> bytes:
+    """The bytes of a plain value (shortest headers unless a WideInt asks otherwise)."""
+    return write(from_value(value))
+
+
+def read_value(data: bytes) -> Any:
+    """Untyped decode: arrays are lists, maps dicts, extensions ``msgspec.msgpack.Ext``."""
+    return msgspec.msgpack.decode(data)
+
+
+def rewrite_value(value: Any, change: Callable[[Any], Any]) -> Any:
+    """``change`` applied to every node of a plain value, children first (map keys included)."""
+    if isinstance(value, list):
+        value = [rewrite_value(v, change) for v in value]
+    elif isinstance(value, dict):
+        value = {rewrite_value(k, change): rewrite_value(v, change) for k, v in value.items()}
+    return change(value)
 
 
 def rewrite(item: Item, change: Callable[[Item], Item]) -> Item:

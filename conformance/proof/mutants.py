@@ -4,7 +4,7 @@ Every mutant is a ReferenceAdapter subclass; the mutation runner runs the whole 
 against each (``ipc-conformance run --impl conformance.proof.mutants:<Name>``) and counts
 it caught when at least one Required check fails. Bugs are planted at the adapter
 boundary: on the encoder's bytes (decoded untyped, changed, written back by
-msgpack_writer), on the objects going in or coming out, or by patching a reference_impl
+conformance.wire_form), on the objects going in or coming out, or by patching a reference_impl
 function for the duration of one call. The reference source is never edited.
 """
 
@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..adapters.reference import ReferenceAdapter
-from .msgpack_writer import Float32, read, rewrite, write
+from ..wire_form import Float32, read_value as read, rewrite_value as rewrite, write_value as write
 
 
 # -- helpers ------------------------------------------------------------------------------

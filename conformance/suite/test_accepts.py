@@ -20,7 +20,8 @@ import pytest
 
 from conformance.compare import differences
 from conformance.plugin import check, harness_error
-from conformance.proof.msgpack_writer import Float32, MapPairs, WideInt, read, rewrite, write
+from conformance.wire_form import Float32, MapPairs, WideInt
+from conformance.wire_form import read_value as read, rewrite_value as rewrite, write_value as write
 
 FLOAT_FIELDS = ("float", "Optional[float]")
 
