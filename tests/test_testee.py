@@ -249,7 +249,7 @@ def _inline(stray: bytes = b"", manifest: str = '"sglang-0.5.23"') -> list[str]:
 
 def test_text_printed_before_the_first_frame_is_shown_as_text():
     with pytest.raises(TesteeRuntimeError, match=r"wrote 'debug: starting up(\\n)?' on stdout before its first frame"):
-        SubprocessAdapter([sys.executable, "-c", "print('debug: starting up'); import time; time.sleep(30)"], timeout=10)
+        SubprocessAdapter([sys.executable, "-c", "print('debug: starting up', flush=True); import time; time.sleep(30)"], timeout=10)
 
 
 def test_text_printed_between_frames_is_shown_as_text():
