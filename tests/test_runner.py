@@ -85,6 +85,7 @@ def test_testee_crash_in_a_recommended_check_fails_the_run(tmp_path):
 
 
 @pytest.mark.parametrize("op, select, checks", [("receive", "NoPickleFromUntrustedPeer", 2),
+                                                ("receive", "WrapperStaysClosed", 2),
                                                 ("decode", "DuplicateKeyLastValue", 6)])
 def test_testee_crash_in_a_check_that_allows_refusals_fails_it(op, select, checks, tmp_path):
     # Refusing the message is a right answer there; a testee that dies on it is not.
