@@ -107,7 +107,8 @@ class Adapter:
         after the controller's broadcast), and on the way back "detokenizer" (scheduler
         outputs) and "tokenizer_manager" (detokenizer outputs and engine errors); see
         spec/SPEC.md R-PW-3, R-DP-2. "unroutable" sends a request naming a rank the engine does
-        not have to the controller and returns what it answered the tokenizer manager (R-DP-5). Paths an engine does not have are left out (skipped)."""
+        not have to the controller and returns what it answered the tokenizer manager (R-DP-5).
+        Paths an engine does not have are left out (skipped)."""
         raise NotImplementedError(f"{self.label} does not expose its receive paths")
 
     def opaque_value(self, struct: str, field: str) -> Any:

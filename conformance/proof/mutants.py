@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from ..adapters.reference import ReferenceAdapter
-from ..wire_form import Float32, read_value as read, rewrite_value as rewrite, write_value as write
+from ..wire_form import Float32, fits_float32, read_value as read, rewrite_value as rewrite, write_value as write
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -92,13 +92,7 @@ class Float32Narrowing(_WireNodes):
     """Floats that fit float 32 without loss are written as float 32 (R-VAL-2)."""
 
     def node(self, value: Any) -> Any:
-        if type(value) is not float or not math.isfinite(value):
-            return value
-        try:
-            narrow = struct.unpack(">f", struct.pack(">f", value))[0]
-        except OverflowError:
-            return value
-        return Float32(value) if narrow == value else value
+        return Float32(value) if type(value) is float and math.isfinite(value) and fits_float32(value) else value
 
 
 class IntegralFloatsAsInts(_WireNodes):

@@ -11,7 +11,6 @@ Only the forms that change a vector's bytes are checked for it.
 from __future__ import annotations
 
 import math
-import struct
 from functools import lru_cache
 from typing import Any, Callable, Optional
 
@@ -20,20 +19,14 @@ import pytest
 
 from conformance.compare import differences
 from conformance.plugin import check, harness_error
-from conformance.wire_form import Float32, MapPairs, WideInt
+from conformance.wire_form import Float32, MapPairs, WideInt, fits_float32
 from conformance.wire_form import read_value as read, rewrite_value as rewrite, write_value as write
 
 FLOAT_FIELDS = ("float", "Optional[float]")
 
 
 def _float32(value: Any) -> Any:
-    if type(value) is float and math.isfinite(value):
-        try:
-            if struct.unpack(">f", struct.pack(">f", value))[0] == value:
-                return Float32(value)
-        except OverflowError:
-            pass
-    return value
+    return Float32(value) if type(value) is float and math.isfinite(value) and fits_float32(value) else value
 
 
 def _wide(value: Any) -> Any:
@@ -88,16 +81,11 @@ VARIANT = {"short": "minimal"}  # the minimal instance leaves its optional field
 @lru_cache(maxsize=None)
 def _rewritten(manifest_json: bytes, manifest_id: str) -> dict[str, bytes]:
     """'<Struct>.<form>' -> the rewritten vector, for every form that changes the bytes."""
-    from conformance.golden import read_index
-    from conformance.paths import golden_dir
-
     from conformance.manifest.model import Manifest
+    from conformance.suite.test_golden import _vectors
 
     manifest = msgspec.json.decode(manifest_json, type=Manifest)
-    index = read_index(manifest_id)
-    if index is None:
-        return {}
-    paths = {(c["struct"], c["variant"]): golden_dir() / manifest_id / c["msgpack"] for c in index["cases"]}
+    paths = _vectors(manifest_json, manifest_id)  # empty when the vectors are stale
     out = {}
     for spec in manifest.messages:
         if not spec.options.get("array_like"):
@@ -154,22 +142,29 @@ def _any_map_structs(ipc) -> list[str]:
             and any(f.type in ANY_MAPS for f in s.fields)]
 
 
-@check("Accepts", per=("struct",), name="UnknownExtensionForwarded", cases={"struct": _any_map_structs})
-def test_unknown_extension_is_forwarded(ipc, struct):
+def _with_any_map(ipc, struct: str, replacement: Any) -> tuple[str, int, list, bytes]:
+    """The struct's typical vector with its first Any-valued map replaced: (field name, its
+    position in the array, the untyped tree, the bytes)."""
     from conformance.suite.test_golden import _vector
 
     spec = ipc.manifest.structs[struct]
     position = next(i for i, f in enumerate(spec.fields, 1) if f.type in ANY_MAPS)
     tree = read(_vector(ipc, struct, "typical"))
-    tree[position] = dict(OPAQUE)
+    tree[position] = replacement
+    return spec.fields[position - 1].name, position, tree, write(tree)
+
+
+@check("Accepts", per=("struct",), name="UnknownExtensionForwarded", cases={"struct": _any_map_structs})
+def test_unknown_extension_is_forwarded(ipc, struct):
+    name, position, tree, data = _with_any_map(ipc, struct, dict(OPAQUE))
     try:
-        decoded = ipc.adapter.decode(write(tree), "msgpack")
+        decoded = ipc.adapter.decode(data, "msgpack")
         again = read(ipc.adapter.encode(decoded, "msgpack"))
     except Exception as exc:
-        pytest.fail(f"{struct}.{spec.fields[position - 1].name} holding extensions 9 and 4 (opaque here) did not "
+        pytest.fail(f"{struct}.{name} holding extensions 9 and 4 (opaque here) did not "
                     f"decode and encode again: {type(exc).__name__}: {exc}")
     assert again[position] == tree[position], (
-        f"{struct}.{spec.fields[position - 1].name}: extensions 9 and 4 came back as {again[position]!r}, "
+        f"{struct}.{name}: extensions 9 and 4 came back as {again[position]!r}, "
         f"not as the same extension bytes")
 
 
@@ -179,15 +174,9 @@ DUPLICATED = MapPairs([("key", 1), ("other", 2), ("key", 3)])
 
 @check("Accepts", per=("struct",), name="DuplicateKeyLastValue", cases={"struct": _any_map_structs})
 def test_duplicate_map_key(ipc, struct):
-    from conformance.suite.test_golden import _vector
-
-    spec = ipc.manifest.structs[struct]
-    position = next(i for i, f in enumerate(spec.fields, 1) if f.type in ANY_MAPS)
-    name = spec.fields[position - 1].name
-    tree = read(_vector(ipc, struct, "typical"))
-    tree[position] = DUPLICATED
+    name, _, _, data = _with_any_map(ipc, struct, DUPLICATED)
     try:
-        decoded = ipc.adapter.decode(write(tree), "msgpack")
+        decoded = ipc.adapter.decode(data, "msgpack")
     except Exception as exc:
         if harness_error(exc):
             raise  # a crash or a hang is no refusal

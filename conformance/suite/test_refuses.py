@@ -70,12 +70,19 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 300 else text[:300] + "..."
 
 
+def _where(case: Any) -> str:
+    return f"{case.struct or 'message'}{'.' + case.field if case.field else ''}"
+
+
+def _must(case: Any) -> str:
+    return f"it MUST refuse ({case.requirement}: {case.why})"
+
+
 def _verdict(ipc: Any, case: Any, attempt: Callable[[], Any]) -> Optional[str]:
     """None when the implementation refused as it must, else why the check fails."""
     from conformance.testee.adapter import SubprocessAdapter, TesteeError, TesteeRuntimeError
 
-    where = f"{case.struct or 'message'}{'.' + case.field if case.field else ''}"
-    must = f"it MUST refuse ({case.requirement}: {case.why})"
+    where, must = _where(case), _must(case)
     try:
         got = attempt()
     except TesteeError as exc:
@@ -132,9 +139,7 @@ def _in_child(verdict: Callable[[], Optional[str]], case: Any) -> Optional[str]:
     if os.WIFSIGNALED(status) or not answer:
         how = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
                else f"exit status {os.WEXITSTATUS(status)}")
-        where = f"{case.struct or 'message'}{'.' + case.field if case.field else ''}"
-        return (f"{where}: crashed instead of refusing (it MUST refuse ({case.requirement}: {case.why})): "
-                f"the process died ({how})")
+        return f"{_where(case)}: crashed instead of refusing ({_must(case)}): the process died ({how})"
     return json.loads(answer)["failure"]
 
 
