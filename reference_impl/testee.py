@@ -115,11 +115,12 @@ def _break_bytes(data: bytes, obj: Any, breaks: set[str]) -> bytes:
 
     item = wire_form.rewrite(item, narrow)
     if "drop-defaults" in breaks and isinstance(obj, msgspec.Struct) and item.kind == "array":
-        item = wire_form.Item("array", items=item.items[:len(item.items) - _trailing_defaults(obj)])
+        item = wire_form.Item("array", items=item.items[:len(item.items) - trailing_defaults(obj)])
     return wire_form.write(item)
 
 
-def _trailing_defaults(obj: msgspec.Struct) -> int:
+def trailing_defaults(obj: msgspec.Struct) -> int:
+    """How many of obj's last fields equal their defaults (what a careless encoder leaves out)."""
     count = 0
     for field in reversed(msgspec.structs.fields(obj)):
         default = (field.default if field.default is not msgspec.NODEFAULT

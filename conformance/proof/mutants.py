@@ -23,6 +23,8 @@ import msgspec
 import numpy as np
 import torch
 
+from reference_impl.testee import trailing_defaults  # the same bug as the testee's --break drop-defaults
+
 from ..adapters.reference import ReferenceAdapter
 from ..wire_form import Float32, fits_float32, read_value as read, rewrite_value as rewrite, write_value as write
 
@@ -111,19 +113,7 @@ class DropsTrailingDefaults(Mutant):
     def mutate_wire(self, tree: Any, obj: Any) -> Any:
         if not (isinstance(obj, msgspec.Struct) and _is_tag_array(tree)):
             return tree
-        drop = 0
-        for field in reversed(msgspec.structs.fields(obj)):
-            default = field.default if field.default is not msgspec.NODEFAULT else (
-                field.default_factory() if field.default_factory is not msgspec.NODEFAULT else msgspec.NODEFAULT)
-            value = getattr(obj, field.name)
-            try:
-                same = default is not msgspec.NODEFAULT and type(value) is type(default) and bool(value == default)
-            except Exception:
-                same = False
-            if not same:
-                break
-            drop += 1
-        return tree[:len(tree) - drop]
+        return tree[:len(tree) - trailing_defaults(obj)]
 
 
 class SwapsFirstTwoFields(Mutant):
