@@ -6,12 +6,15 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
+
+if TYPE_CHECKING:
+    from conformance.schema.manifest import Manifest
 
 
 def _manifest_extract(args: argparse.Namespace) -> int:
-    from .manifest import save_manifest
-    from .manifest.extract import UnsupportedTypeError, extract
+    from conformance.schema.manifest import save_manifest
+    from conformance.schema.manifest.extract import UnsupportedTypeError, extract
 
     try:
         manifest = extract(
@@ -36,8 +39,8 @@ def _manifest_extract(args: argparse.Namespace) -> int:
 
 
 def _codegen(args: argparse.Namespace) -> int:
-    from .codegen import generate
-    from .manifest import load_manifest
+    from conformance.schema.codegen import generate
+    from conformance.schema.manifest import load_manifest
 
     source = generate(load_manifest(args.manifest))
     if args.check:
@@ -55,7 +58,7 @@ def _codegen(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .runner import run
+    from conformance.runner import run
 
     return run(impl=args.impl, transport=args.transport, manifest=args.manifest, report=args.report,
                report_dir=args.report_dir,
@@ -70,16 +73,31 @@ def _serve(args: argparse.Namespace) -> int:
     return serve_main(args.serve_args)
 
 
+def _diff_side(spec: str, *, imports: Sequence[str] = (), union_attr: Optional[str] = None) -> Manifest:
+    """A manifest file, a bundled id, an implementation name (the live catalogue of its
+    adapter: reference, sglang, ...), or `live:<module>` (extracted now)."""
+    from conformance.schema.manifest import load_manifest
+    from conformance.schema.manifest.extract import extract
+
+    if spec.startswith("live:"):
+        return extract(spec[5:], imports=imports, union_attr=union_attr or "_all_types", array_typecode="q")
+    if spec in ("reference", "sglang"):
+        from conformance.adapters import load_adapter
+
+        return load_adapter(spec).live_manifest()
+    return load_manifest(spec)
+
+
 # -- spec tools: schema diff, golden vectors, testee smoke (spec/SPEC.md, spec/testee.md) --
 def _schema_diff(args: argparse.Namespace) -> int:
-    from .schema_diff import load_side, older_manifests, render_json, render_text
+    from conformance.schema.diff import older_manifests, render_json, render_text
 
     side = dict(imports=args.imports, union_attr=args.union_attr)
-    new = load_side(args.new, **side)
-    olds = [load_side(args.old, **side)]
+    new = _diff_side(args.new, **side)
+    olds = [_diff_side(args.old, **side)]
     if args.transitive:
         olds += [m for m in older_manifests(new) if m.id not in {o.id for o in olds}]
-    from .schema_diff import diff
+    from conformance.schema.diff import diff
 
     results = [diff(old, new, modules=not args.ignore_modules) for old in olds]
     if args.format == "json":
@@ -100,7 +118,7 @@ def _schema_diff(args: argparse.Namespace) -> int:
 
 
 def _golden(args: argparse.Namespace) -> int:
-    from .golden import check, update
+    from conformance.schema.golden import check, update
 
     ids = args.manifest or None
     if args.golden_command == "update":
@@ -121,7 +139,7 @@ def _golden(args: argparse.Namespace) -> int:
 
 
 def _smoke(args: argparse.Namespace) -> int:
-    from .testee.smoke import smoke
+    from conformance.testee.smoke import smoke
 
     return smoke(args.impl, args.manifest)
 
@@ -129,16 +147,16 @@ def _smoke(args: argparse.Namespace) -> int:
 def _testee_replay(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .testee.replay import replay
+    from conformance.testee.replay import replay
 
     return replay(Path(args.frame), args.impl)
 
 
 def _coverage(args: argparse.Namespace) -> int:
-    from .coverage import measure
-    from .every_arm import deterministic_sends
-    from .golden.catalogue import catalogue_for
-    from .manifest import bundled_manifests, load_manifest
+    from conformance.coverage import measure
+    from conformance.every_arm import deterministic_sends
+    from conformance.schema.golden.catalogue import catalogue_for
+    from conformance.schema.manifest import bundled_manifests, load_manifest
 
     complete = True
     for manifest_id in args.manifest or bundled_manifests():
@@ -202,7 +220,7 @@ def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
 def _report_compare(args: argparse.Namespace) -> int:
     import json
 
-    from .report import compare
+    from conformance.report import compare
 
     sys.stdout.write(compare([json.loads(Path(f).read_text()) for f in args.results]))
     return 0
@@ -268,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("serve_args", nargs=argparse.REMAINDER)
     serve.set_defaults(func=_serve)
     _add_spec_commands(sub)
-    from .bench.cli import add_parser as _add_bench_commands  # light: the benchmarks import on use
+    from reference_tools.bench.cli import add_parser as _add_bench_commands  # light: the benchmarks import on use
 
     _add_bench_commands(sub)
     return parser

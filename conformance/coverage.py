@@ -24,7 +24,7 @@ import msgspec
 import numpy as np
 import torch
 
-from .manifest import Manifest, T
+from conformance.schema.manifest import Manifest, T
 
 __all__ = ["Coverage", "Triple", "arms", "measure", "reachable", "universe"]
 

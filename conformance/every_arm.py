@@ -1,6 +1,6 @@
 """Deterministic instances that give every field, at every depth, a value of each of its arms.
 
-The canonical variants (conformance/values.py) stop at depth 3-4 and choose one arm per
+The canonical variants (conformance/schema/values.py) stop at depth 3-4 and choose one arm per
 union; the instances here reach every (struct, field, arm) of conformance.coverage.
 
 Every type has a width: how many values it takes to cover its arms, each value picked
@@ -26,8 +26,8 @@ from typing import Any, Mapping
 import numpy as np
 import torch
 
-from .coverage import reachable as _reachable
-from .manifest import Manifest, T
+from conformance.coverage import reachable as _reachable
+from conformance.schema.manifest import Manifest, T
 
 __all__ = ["EveryArmBuilder", "deterministic_sends"]
 
@@ -163,7 +163,7 @@ def deterministic_sends(manifest: Manifest, classes: Mapping[str, type], *,
     """{message: instances} that the suite's deterministic checks send: the canonical
     variants (RoundTrip.Identical, the golden vectors) and, unless every_arm is False,
     the EveryArm instances."""
-    from .values import canonical_instances
+    from conformance.schema.values import canonical_instances
 
     sent = {name: list(by_variant.values()) for name, by_variant in canonical_instances(manifest, classes).items()}
     if every_arm:

@@ -15,8 +15,8 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 
 import pytest
 
-from . import expectations, profiles, report
-from .session import TRANSPORT_CHOICES, Session
+from conformance import expectations, profiles, report
+from conformance.session import TRANSPORT_CHOICES, Session
 
 _KEY = pytest.StashKey[Session]()
 
@@ -211,8 +211,8 @@ HARNESS_ERROR = "harness error: "
 def harness_error(exc: Optional[BaseException]) -> bool:
     """Whether exc is (or was caused by) a harness failure: the testee crashed, timed out
     or broke the protocol. Such a failure is never skipped, expected or merely recommended."""
-    from .testee.adapter import TesteeRuntimeError
-    from .testee.protocol import ProtocolError
+    from conformance.testee.adapter import TesteeRuntimeError
+    from conformance.testee.protocol import ProtocolError
 
     seen: set[int] = set()
     todo = [exc]

@@ -8,7 +8,7 @@ from typing import Optional, Sequence
 
 import pytest
 
-from . import plugin
+from conformance import plugin
 
 SUITE = Path(__file__).resolve().parent / "suite"
 

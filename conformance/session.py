@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Optional
 
-from .adapters import Adapter, load_adapter
-from .manifest import Manifest, load_manifest
-from .values import VARIANTS, ValueBuilder
+from conformance.adapters import Adapter, load_adapter
+from conformance.schema.manifest import Manifest, load_manifest
+from conformance.schema.values import VARIANTS, ValueBuilder
 
 TRANSPORT_CHOICES = ("pickle", "msgpack", "both")
 
@@ -67,7 +67,7 @@ class Session:
         that ran before it (the selection must not change verdicts)."""
         import torch
 
-        from .strategies import StrategyBuilder
+        from conformance.strategies import StrategyBuilder
 
         devices = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
         return StrategyBuilder(self.live_manifest, self.classes, devices=devices)
@@ -75,7 +75,7 @@ class Session:
     def pickle_residue(self) -> dict[str, Any]:
         """Fields that still travel as PickleWrapper or Any, and (when the implementation
         counts them) the object types that went through pickle during this run."""
-        from .manifest import parse
+        from conformance.schema.manifest import parse
 
         fields = []
         for spec in self.live_manifest.structs.values():
@@ -88,7 +88,7 @@ class Session:
 
     @property
     def hypothesis_settings(self) -> Any:
-        from .profiles import PROFILES
+        from conformance.profiles import PROFILES
 
         return PROFILES[self.profile]
 

@@ -17,8 +17,8 @@ import numpy as np
 import torch
 from hypothesis import strategies as st
 
-from .manifest import Manifest, T, parse
-from .values import hashable
+from conformance.schema.manifest import Manifest, T, parse
+from conformance.schema.values import hashable
 
 MAX_DEPTH = 3
 MAX_ITEMS = 3
@@ -133,7 +133,7 @@ class StrategyBuilder:
             lambda value: value is not _REFUSED)
 
     def for_type(self, t: T, depth: int) -> st.SearchStrategy:
-        from .manifest import render
+        from conformance.schema.manifest import render
 
         override = self.overrides.get(render(t))
         if override is not None:

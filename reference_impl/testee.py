@@ -22,7 +22,7 @@ every check the in-process reference passes: that proves the protocol. `--break 
 testee in another language starts out; checks that need the rest are skipped, naming it. Without
 the pickle transport it cannot pickle either: an object to wrap in an `encode` view is `skipped`.
 
-Only the framing is written out here; the JSON view is read with conformance.golden.view,
+Only the framing is written out here; the JSON view is read with conformance.schema.golden.view,
 the view's reference reader (any implementation may reuse it or write its own).
 """
 
@@ -100,7 +100,7 @@ def _break_bytes(data: bytes, obj: Any, breaks: set[str]) -> bytes:
     """The same message, written as a careless encoder would: every value still decodes to
     what was sent (decoders accept float 32, ints for floats and short arrays), only the
     byte rules of SPEC R-VAL-2 / R-MSG-2 are broken."""
-    from conformance import wire_form
+    from conformance.schema import wire_form
 
     item = wire_form.parse(data)
 
@@ -223,7 +223,7 @@ class Testee:
         return self._encode(obj, transport)
 
     def op_encode(self, request: dict) -> bytes:
-        from conformance.golden.view import ViewError, from_view
+        from conformance.schema.golden.view import ViewError, from_view
 
         transport = self._transport(request)
         try:

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from conformance.adapters.reference import ReferenceAdapter
+from reference_tools.adapter import ReferenceAdapter
 
 
 def _without_offsets(value: Any) -> Any:

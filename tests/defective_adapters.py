@@ -14,9 +14,9 @@ from typing import Any, Callable, Union
 import msgspec
 import torch
 
-from conformance.adapters.reference import ReferenceAdapter
-from conformance.codegen import generate
-from conformance.manifest import load_manifest
+from reference_tools.adapter import ReferenceAdapter
+from conformance.schema.codegen import generate
+from conformance.schema.manifest import load_manifest
 from reference_impl import ext
 
 
@@ -198,7 +198,7 @@ class ReorderedFields(_ModuleAdapter):
 
     def __init__(self) -> None:
         def edit(manifest: Any) -> None:
-            from conformance.manifest import Field
+            from conformance.schema.manifest import Field
 
             spec = manifest.structs["FlushCacheReqInput"]
             spec.fields.insert(len(spec.fields) - 1, Field(name="priority", type="Optional[int]"))

@@ -11,7 +11,7 @@ import msgspec
 import numpy as np
 import torch
 
-from conformance.adapters.reference import ReferenceAdapter
+from reference_tools.adapter import ReferenceAdapter
 
 FP8 = {getattr(torch, n) for n in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, n)}
 

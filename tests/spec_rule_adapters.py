@@ -10,7 +10,7 @@ from typing import Any, Callable
 import msgspec
 import numpy as np
 
-from conformance.adapters.reference import ReferenceAdapter
+from reference_tools.adapter import ReferenceAdapter
 
 
 def _walk(value: Any, fix: Callable[[Any], Any]) -> Any:

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from conformance.bench import codec_bench as cb
-from conformance.bench import serve_bench as sb
-from conformance.bench.cli import parse_size
-from conformance.bench.timing import Stat, interleaved, paired_ratios, percentile
+from reference_tools.bench import codec_bench as cb
+from reference_tools.bench import serve_bench as sb
+from reference_tools.bench.cli import parse_size
+from reference_tools.bench.timing import Stat, interleaved, paired_ratios, percentile
 from conformance.cli import main as cli_main
 from reference_impl import codec, ext
 from reference_impl import io_struct as S
@@ -101,7 +101,7 @@ def test_codec_report_renders_and_serializes(codec_run, tmp_path):
 
 def test_codec_plot_is_a_png(codec_run, tmp_path):
     pytest.importorskip("matplotlib")
-    from conformance.bench.plot import plot_codec
+    from reference_tools.bench.plot import plot_codec
 
     report, _ = codec_run
     path = tmp_path / "codec.png"
@@ -119,7 +119,7 @@ def test_bench_codec_command(tmp_path, capsys):
 
 
 def test_payloads_build_for_any_class_mapping():
-    from conformance.bench.payloads import default_payloads
+    from reference_tools.bench.payloads import default_payloads
 
     classes = {name: getattr(S, name) for name in dir(S) if isinstance(getattr(S, name), type)}
     for p in default_payloads(max_tensor_bytes=1 << 20):
@@ -351,7 +351,7 @@ def test_small_message_fast_path_keeps_the_errors():
 
 @pytest.mark.parametrize("struct", ["BatchTokenIDOutput", "BatchStrOutput"])
 def test_large_batches_take_the_twin_decoder(struct, monkeypatch):
-    from conformance.bench.payloads import batch_str_output, batch_token_id_output
+    from reference_tools.bench.payloads import batch_str_output, batch_token_id_output
 
     build = batch_token_id_output if struct == "BatchTokenIDOutput" else batch_str_output
     msg = build(64, True)(S)

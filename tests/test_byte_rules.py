@@ -1,4 +1,4 @@
-"""The byte rules at Required level (SPEC R-VEC-3): conformance.wire_form and the Bytes checks.
+"""The byte rules at Required level (SPEC R-VEC-3): conformance.schema.wire_form and the Bytes checks.
 
 An encoder that writes float 32 where a value fits, integral floats as ints, or leaves out
 trailing fields equal to their defaults produces bytes every decoder accepts with the right
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance import wire_form
-from conformance.manifest import bundled_manifests, load_manifest
+from conformance.schema import wire_form
+from conformance.schema.manifest import bundled_manifests, load_manifest
 from conformance.paths import golden_dir
 
 GOLDEN = golden_dir()

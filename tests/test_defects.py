@@ -85,7 +85,7 @@ def test_reference_passes_the_same_selections(tmp_path):
     env_adapter = "ReferenceAdapter"
     report = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "run", "--impl", f"conformance.adapters.reference:{env_adapter}",
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", f"reference_tools.adapter:{env_adapter}",
          "--report", str(report), "--", "-k", selection], capture_output=True, text=True, timeout=300)
     results = json.loads(report.read_text())["results"]
     bad = [r["id"] for r in results if r["outcome"] not in ("passed", "skipped")]

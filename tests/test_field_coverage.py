@@ -15,10 +15,10 @@ import pytest
 from conformance.compare import differences
 from conformance.coverage import arms, measure
 from conformance.every_arm import EveryArmBuilder, deterministic_sends
-from conformance.golden import from_view, to_view
-from conformance.golden.catalogue import catalogue_for
-from conformance.manifest import bundled_manifests, load_manifest, parse
-from conformance.manifest.model import Manifest
+from conformance.schema.golden import from_view, to_view
+from conformance.schema.golden.catalogue import catalogue_for
+from conformance.schema.manifest import bundled_manifests, load_manifest, parse
+from conformance.schema.manifest.model import Manifest
 
 HERE = Path(__file__).resolve().parent
 DEEP = ("MultimodalDataItem", "offsets")  # depth 4 in BatchTokenizedGenerateReqInput

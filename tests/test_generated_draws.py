@@ -11,14 +11,14 @@ import sys
 from pathlib import Path
 
 from conformance import profiles
-from conformance.manifest import load_manifest
+from conformance.schema.manifest import load_manifest
 
 SELECT = "Generated and (BatchEmbeddingOutput or TokenizedEmbeddingReqInput or AbortReq)"
 
 # A third party's adapter module: its own literals are the kind of thing Hypothesis mines
 # from local modules into its pool of constants.
 SUBCLASS_MODULE = '''
-from conformance.adapters.reference import ReferenceAdapter
+from reference_tools.adapter import ReferenceAdapter
 
 LIMITS = {"max_tokens": 8191, "scale": 0.3333, "name": "third-party-adapter", "raw": b"\\\\x07\\\\x08"}
 MAGIC = [-7, 65537, 2.5e-3, "rid-prefix", "fp8"]

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from conformance.golden import INDEX, UPDATE_COMMAND, cases, manifest_digest, read_index
-from conformance.golden.store import expected_files, index_text
-from conformance.manifest import bundled_manifests, load_manifest
+from conformance.schema.golden import INDEX, UPDATE_COMMAND, cases, manifest_digest, read_index
+from conformance.schema.golden.store import expected_files, index_text
+from conformance.schema.manifest import bundled_manifests, load_manifest
 from conformance.paths import golden_dir
 
 MANIFESTS = bundled_manifests()

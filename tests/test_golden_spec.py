@@ -8,8 +8,8 @@ import json
 import re
 from pathlib import Path
 
-from conformance.golden import view
-from conformance.golden.store import INDEX, MSGPACK_SUFFIX, VIEW_SUFFIX, read_index
+from conformance.schema.golden import view
+from conformance.schema.golden.store import INDEX, MSGPACK_SUFFIX, VIEW_SUFFIX, read_index
 from conformance.testee import protocol
 
 ROOT = Path(__file__).resolve().parents[1]

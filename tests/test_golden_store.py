@@ -16,10 +16,10 @@ import torch
 
 from conformance.cli import main
 from conformance.compare import differences
-from conformance.golden import ViewError, cases, check, dumps, from_view, loads, to_view, update
-from conformance.golden.catalogue import catalogue_for
-from conformance.golden.store import INDEX, expected_files
-from conformance.manifest import load_manifest
+from conformance.schema.golden import ViewError, cases, check, dumps, from_view, loads, to_view, update
+from conformance.schema.golden.catalogue import catalogue_for
+from conformance.schema.golden.store import INDEX, expected_files
+from conformance.schema.manifest import load_manifest
 
 MANIFEST = load_manifest("sglang-0.5.23")
 CLASSES = catalogue_for(MANIFEST).classes
@@ -81,7 +81,7 @@ def test_bad_views_name_the_problem(view, message):
 def test_every_vector_decodes_to_its_view_and_back(tmp_path):
     """For each bundled manifest: the bytes decode to the value the view describes, and the
     view's value encodes to the same bytes (the two files agree)."""
-    from conformance.manifest import bundled_manifests
+    from conformance.schema.manifest import bundled_manifests
     from conformance.paths import golden_dir
 
     for manifest_id in bundled_manifests():

@@ -9,8 +9,8 @@ import textwrap
 import msgspec
 import pytest
 
-from conformance.manifest import TypeExprError, load_manifest, parse, render
-from conformance.manifest.extract import UnsupportedTypeError, extract
+from conformance.schema.manifest import TypeExprError, load_manifest, parse, render
+from conformance.schema.manifest.extract import UnsupportedTypeError, extract
 
 SGLANG = load_manifest("sglang-0.5.23")
 ALL_TYPES = sorted({f.type for s in SGLANG.structs.values() for f in s.fields})

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.proof import mutation
-from conformance.proof.mutants import MUTANTS
-from conformance.proof.requirement_map import VIOLATIONS
-from conformance.proof.runs import Job, run_batch
+from reference_tools.proof import mutation
+from reference_tools.proof.mutants import MUTANTS
+from reference_tools.proof.requirement_map import VIOLATIONS
+from reference_tools.proof.runs import Job, run_batch
 
 SLICE = ("Float32Narrowing", "DropsTrailingDefaults", "TensorDtypeRenamed", "IgnoresTrailingBytes",
          "RequiresCanonicalBytes", "UntrustedReceiveUnpicklesAllowListed")
@@ -26,7 +26,7 @@ def test_a_slice_of_mutants_is_caught():
 
 @pytest.mark.slow
 def test_the_control_passes_what_the_mutants_fail():
-    (outcome,) = run_batch([Job("conformance.proof.mutants:NoBug", SELECTION)])
+    (outcome,) = run_batch([Job("reference_tools.proof.mutants:NoBug", SELECTION)])
     assert outcome and set(outcome.values()) == {"passed"}, outcome
 
 

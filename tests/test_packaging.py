@@ -55,7 +55,7 @@ def test_fresh_venv_loads_the_manifest_from_the_installed_package(installed, tmp
     env_dir, env = installed
     python = env_dir / "bin" / "python"
     code = (
-        "import conformance, reference_impl.codec as c; from conformance.manifest import load_manifest;"
+        "import conformance, reference_impl.codec as c; from conformance.schema.manifest import load_manifest;"
         "m = load_manifest('sglang-0.5.23'); print(conformance.__file__); print(len(m.messages));"
         "print(c.decode(c.encode(m.id)))"
     )

@@ -9,8 +9,8 @@ from pathlib import Path
 import msgspec
 
 import reference_impl.io_struct as io_struct
-from conformance.codegen import generate
-from conformance.manifest import Manifest, load_manifest
+from conformance.schema.codegen import generate
+from conformance.schema.manifest import Manifest, load_manifest
 
 MANIFEST = load_manifest(io_struct.MANIFEST_ID)
 REGENERATE = f"ipc-conformance codegen {io_struct.MANIFEST_ID} --out reference_impl/io_struct.py"

@@ -19,11 +19,11 @@ import msgspec
 import pytest
 import torch
 
-from conformance.adapters.reference import ReferenceAdapter
-from conformance.golden import refusals
-from conformance.golden.catalogue import catalogue_for
-from conformance.golden.view import from_view
-from conformance.manifest import bundled_manifests, load_manifest
+from reference_tools.adapter import ReferenceAdapter
+from conformance.schema.golden import refusals
+from conformance.schema.golden.catalogue import catalogue_for
+from conformance.schema.golden.view import from_view
+from conformance.schema.manifest import bundled_manifests, load_manifest
 from conformance.paths import golden_dir
 from reference_impl import codec, io_struct
 from reference_impl.errors import WireError

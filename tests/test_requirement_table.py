@@ -1,20 +1,20 @@
 """The requirement table (docs/requirements.md): every MUST of spec/SPEC.md is tested by
-Required checks, and a planted violation makes those checks fail (conformance/proof)."""
+Required checks, and a planted violation makes those checks fail (reference_tools/proof)."""
 
 from __future__ import annotations
 
 import pytest
 
-from conformance.proof import requirement_map, table
-from conformance.proof.mutants import MUTANTS
-from conformance.proof.spec_requirements import parse
+from reference_tools.proof import requirement_map, table
+from reference_tools.proof.mutants import MUTANTS
+from reference_tools.proof.spec_requirements import parse
 
 
 def test_every_must_is_mapped_or_exempt_with_a_reason():
     musts = [r.id for r in parse() if r.must]
     assert len(musts) > 40, musts  # the parser still finds the spec's requirements
     missing = [r for r in musts if r not in requirement_map.REQUIREMENTS and r not in requirement_map.EXEMPT]
-    assert not missing, f"MUST requirements with no checks in conformance/proof/requirement_map.py: {missing}"
+    assert not missing, f"MUST requirements with no checks in reference_tools/proof/requirement_map.py: {missing}"
     for rid, entry in requirement_map.REQUIREMENTS.items():
         assert entry.checks and entry.violations, f"{rid}: needs check patterns and at least one violation"
         unknown = [v for v in entry.violations if v not in requirement_map.VIOLATIONS]
@@ -52,4 +52,4 @@ def test_every_must_is_proven_and_the_table_is_current():
                 for r in rows if r.requirement.must and not r.proven and not r.exempt}
     assert not unproven, f"MUST requirements without a proven violation: {unproven}"
     assert table.REQUIREMENTS_DOC.read_text() == table.render(rows), (
-        "docs/requirements.md is stale: run `python -m conformance.proof table`")
+        "docs/requirements.md is stale: run `python -m reference_tools.proof table`")

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance.cli import main
-from conformance.manifest import Default, EnumSpec, Field, Manifest, StructSpec, load_manifest
-from conformance.schema_diff import (
+from conformance.schema.manifest import Default, EnumSpec, Field, Manifest, StructSpec, load_manifest
+from conformance.schema.diff import (
     BACKWARD, BREAKING, FORWARD, FULL, allowed, diff, meet, older_manifests, render_text,
 )
 
@@ -153,7 +153,7 @@ def test_upstream_0_5_22_to_0_5_23_only_appends_and_adds():
 
 
 def _expected_reports() -> dict[str, str]:
-    from conformance.manifest import bundled_manifests
+    from conformance.schema.manifest import bundled_manifests
 
     sglang = [load_manifest(m) for m in bundled_manifests() if m.startswith("sglang-")]
     sglang.sort(key=lambda m: [int(p) for p in m.version.split(".")])

@@ -15,8 +15,8 @@ import pytest
 
 from conformance.adapters import load_adapter
 from conformance.compare import differences
-from conformance.golden import cases
-from conformance.manifest import load_manifest
+from conformance.schema.golden import cases
+from conformance.schema.manifest import load_manifest
 from conformance.testee import SubprocessAdapter, TesteeError, TesteeRuntimeError, TesteeSkipped, command_argv
 from conformance.testee.adapter import TesteeAnswerError
 from conformance.testee import protocol

@@ -4,35 +4,26 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
-from typing import Callable
 
-from .base import Adapter
+from conformance.adapters.base import Adapter
 
 ENTRY_POINT_GROUP = "ipc_conformance.adapters"
 
 
-def _builtin() -> dict[str, Callable[[], Adapter]]:
-    def reference() -> Adapter:
-        from .reference import ReferenceAdapter
-
-        return ReferenceAdapter()
-
-    def sglang() -> Adapter:
-        from .sglang import SGLangAdapter
-
-        return SGLangAdapter()
-
-    return {"reference": reference, "sglang": sglang}
+#: The implementations this package ships, by name: an import path each, so that the suite
+#: imports an implementation only when it is asked for (the reference lives in reference_tools).
+BUILTIN = {
+    "reference": "reference_tools.adapter:ReferenceAdapter",
+    "sglang": "conformance.adapters.sglang:SGLangAdapter",
+}
 
 
 def load_adapter(spec: str) -> Adapter:
     """'reference', 'sglang', an entry point name, 'package.module:object' (an Adapter
     instance, class or factory), or 'cmd:<command line>' (a testee process, spec/testee.md)."""
-    builtin = _builtin()
-    if spec in builtin:
-        return builtin[spec]()
+    spec = BUILTIN.get(spec, spec)
     if spec.startswith("cmd:"):
-        from ..testee.adapter import from_spec
+        from conformance.testee.adapter import from_spec
 
         return from_spec(spec)
     if ":" in spec:
@@ -50,4 +41,4 @@ def load_adapter(spec: str) -> Adapter:
     return adapter
 
 
-__all__ = ["Adapter", "ENTRY_POINT_GROUP", "load_adapter"]
+__all__ = ["Adapter", "BUILTIN", "ENTRY_POINT_GROUP", "load_adapter"]

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:
-    from ..manifest import Manifest
+    from conformance.schema.manifest import Manifest
 
 #: obj (in-process form: PickleWrapper-typed fields hold their objects), transport -> what the
 #: receive path hands downstream.
@@ -58,7 +58,7 @@ class Adapter:
         if self.catalogue_module is None:
             raise NotImplementedError(f"{type(self).__name__} sets no catalogue_module")
         if self._catalogue is None:
-            from ..manifest.extract import extract_with_classes
+            from conformance.schema.manifest.extract import extract_with_classes
 
             self._catalogue = extract_with_classes(self.catalogue_module, **self.catalogue_options)
         return self._catalogue
@@ -118,7 +118,7 @@ class Adapter:
 
     def launch_server(self, transport: str, dp_size: int, workdir: Path) -> Any:
         """Start a server of this implementation with its IPC tap on (optional; checks ``E2E``).
-        Returns it started and healthy, with the interface of conformance.e2e.ServerProcess
+        Returns it started and healthy, with the interface of reference_tools.e2e.ServerProcess
         (url, info, tap_dir, trace_dir, stop(), kill(), log_text()); raises, leaving nothing
         running, when it does not come up. The suite always stops it."""
         raise NotImplementedError(f"{self.label} cannot launch a server")

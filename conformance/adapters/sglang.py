@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import msgspec
 
-from .base import Adapter
+from conformance.adapters.base import Adapter
 
 MODULE = "sglang.srt.managers.io_struct"
 # Importing this registers KvMetrics in the top-level union (hook_custom_types).

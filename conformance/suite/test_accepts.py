@@ -19,8 +19,8 @@ import pytest
 
 from conformance.compare import differences
 from conformance.plugin import check, harness_error
-from conformance.wire_form import Float32, MapPairs, WideInt, fits_float32
-from conformance.wire_form import read_value as read, rewrite_value as rewrite, write_value as write
+from conformance.schema.wire_form import Float32, MapPairs, WideInt, fits_float32
+from conformance.schema.wire_form import read_value as read, rewrite_value as rewrite, write_value as write
 
 FLOAT_FIELDS = ("float", "Optional[float]")
 
@@ -81,7 +81,7 @@ VARIANT = {"short": "minimal"}  # the minimal instance leaves its optional field
 @lru_cache(maxsize=None)
 def _rewritten(manifest_json: bytes, manifest_id: str) -> dict[str, bytes]:
     """'<Struct>.<form>' -> the rewritten vector, for every form that changes the bytes."""
-    from conformance.manifest.model import Manifest
+    from conformance.schema.manifest.model import Manifest
     from conformance.suite.test_golden import _vectors
 
     manifest = msgspec.json.decode(manifest_json, type=Manifest)

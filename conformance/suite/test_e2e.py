@@ -2,7 +2,7 @@
 
 Opt-in: ``ipc-conformance run --e2e`` (pytest: ``--ipc-e2e``); only these: ``--e2e -- -k E2E``.
 Each run starts the server (adapter capability ``launch_server``; others skip), sends the fixed
-scenario (conformance/e2e/scenario.py), stops it with SIGTERM, then the checks read the
+scenario (reference_tools/e2e/scenario.py), stops it with SIGTERM, then the checks read the
 responses, every IPC message the tap recorded and the exported spans. One server at a time.
 """
 
@@ -23,7 +23,7 @@ _RUNS: dict = {}
 
 @pytest.fixture(scope="session")
 def e2e_run(ipc, tmp_path_factory):
-    """The run of a transport (conformance.e2e.run_engine), started on first use, once per session."""
+    """The run of a transport (reference_tools.e2e.run_engine), started on first use, once per session."""
 
     def get(transport: str):
         if transport not in _RUNS:
@@ -39,7 +39,7 @@ def e2e_run(ipc, tmp_path_factory):
 
 
 def _start(ipc, transport, tmp_path_factory):
-    from conformance.e2e import run_engine
+    from reference_tools.e2e import run_engine
 
     name = f"{transport}-dp{DP_SIZE}"
     workdir = tmp_path_factory.mktemp(f"e2e-{name}")
@@ -69,7 +69,7 @@ def test_e2e_shuts_down_cleanly(e2e_run, transport):
 @check("E2E", per=("transport",), name="TappedMessagesConform")
 def test_e2e_tapped_messages_conform(e2e_run, transport):
     """Every IPC message received is a struct of the catalogue, decodes, and re-encodes to the same bytes."""
-    from conformance.e2e.checks import wire_failures
+    from reference_tools.e2e.checks import wire_failures
 
     run = e2e_run(transport)
     count = len(run.records)
@@ -80,7 +80,7 @@ def test_e2e_tapped_messages_conform(e2e_run, transport):
 
 @check("E2E", per=("transport",), name="LinksCarryTheirMessages")
 def test_e2e_links_carry_their_messages(e2e_run, transport):
-    from conformance.e2e.checks import link_failures
+    from reference_tools.e2e.checks import link_failures
 
     failures = link_failures(e2e_run(transport).records, DP_SIZE)
     assert not failures, "the scenario did not exercise every link:" + _failures(failures)
@@ -89,7 +89,7 @@ def test_e2e_links_carry_their_messages(e2e_run, transport):
 @check("E2E", per=("transport",), name="NoWrapperPastReceive")
 def test_e2e_no_wrapper_past_receive(e2e_run, transport):
     """No process handed a PickleWrapper downstream; time stats travelled wrapped (msgpack) and opened."""
-    from conformance.e2e.checks import leftover_wrapper_failures, time_stats_failures, wrapped_on_wire
+    from reference_tools.e2e.checks import leftover_wrapper_failures, time_stats_failures, wrapped_on_wire
 
     run = e2e_run(transport)
     failures = leftover_wrapper_failures(run.records) + time_stats_failures(run.records)
@@ -101,8 +101,8 @@ def test_e2e_no_wrapper_past_receive(e2e_run, transport):
 @check("E2E", per=("kind", "transport"), name="OneLinkedTrace", cases={"kind": lambda ipc: list(TRACE_KINDS)})
 def test_e2e_one_linked_trace(e2e_run, kind, transport):
     """The client's trace continues in every process, each span a child of the previous process's."""
-    from conformance.e2e.checks import processes_in_trace, trace_failures
-    from conformance.e2e.scenario import PARENT_SPAN, TRACE_IDS
+    from reference_tools.e2e.checks import processes_in_trace, trace_failures
+    from reference_tools.e2e.scenario import PARENT_SPAN, TRACE_IDS
 
     run = e2e_run(transport)
     chain = ("tokenizer_manager.request", "controller.dispatch", "scheduler.embed", "detokenizer.pass_embedding",
@@ -115,7 +115,7 @@ def test_e2e_one_linked_trace(e2e_run, kind, transport):
 
 @check("E2E", per=(), name="SameResponsesAcrossTransports")
 def test_e2e_same_responses_across_transports(ipc, e2e_run, ipc_check_id):
-    from conformance.e2e.scenario import comparable_results
+    from reference_tools.e2e.scenario import comparable_results
 
     if len(ipc.transports) < 2:
         pytest.skip("needs both transports")

@@ -44,7 +44,7 @@ def _recorder(path: str | None, check_id: str) -> Callable[[Any], None]:
     test proves that two adapters of one implementation draw the same values."""
     if not path:
         return lambda value: None
-    from conformance.golden.view import ViewError, dumps, to_view
+    from conformance.schema.golden.view import ViewError, dumps, to_view
 
     def record(value: Any) -> None:
         try:

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from conformance import wire_form
+from conformance.schema import wire_form
 from conformance.compare import differences
 from conformance.plugin import check
 
 
 @lru_cache(maxsize=None)
 def _vectors(manifest_json: bytes, manifest_id: str) -> dict[tuple[str, str], Path]:
-    from conformance.golden import manifest_digest, read_index
-    from conformance.manifest.model import Manifest
+    from conformance.schema.golden import manifest_digest, read_index
+    from conformance.schema.manifest.model import Manifest
     from conformance.paths import golden_dir
 
     import msgspec

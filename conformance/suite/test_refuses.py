@@ -29,8 +29,8 @@ def _corpus(manifest_json: bytes, manifest_id: str) -> dict[str, Any]:
     """{case id: Refusal} of the manifest, empty when it has no up-to-date refusals.json."""
     import msgspec
 
-    from conformance.golden import manifest_digest, refusals
-    from conformance.manifest.model import Manifest
+    from conformance.schema.golden import manifest_digest, refusals
+    from conformance.schema.manifest.model import Manifest
     from conformance.paths import golden_dir
 
     path = golden_dir() / manifest_id / refusals.FILE
@@ -151,7 +151,7 @@ def test_refuses_decode(ipc, refusal):
 
 @check("Refuses", per=("refusal",), name="Encode", cases={"refusal": _ids("encode")})
 def test_refuses_encode(ipc, refusal):
-    from conformance.golden.view import from_view
+    from conformance.schema.golden.view import from_view
 
     case = _case(ipc, refusal)
     value = from_view(case.view, ipc.adapter.classes())

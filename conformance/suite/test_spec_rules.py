@@ -13,7 +13,7 @@ import msgspec
 import numpy as np
 import pytest
 
-from conformance.golden.catalogue import catalogue_for
+from conformance.schema.golden.catalogue import catalogue_for
 from conformance.plugin import check
 
 

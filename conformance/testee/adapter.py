@@ -35,12 +35,12 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import msgspec
 import pytest
 
-from ..adapters.base import OPTIONAL_CAPABILITIES, Adapter
-from ..golden.catalogue import catalogue_for
-from ..golden.view import ViewError, dumps, to_view
-from ..manifest import Manifest, load_manifest
-from . import protocol
-from .replay import STEPS, describe_request, reproducer
+from conformance.adapters.base import OPTIONAL_CAPABILITIES, Adapter
+from conformance.schema.golden.catalogue import catalogue_for
+from conformance.schema.golden.view import ViewError, dumps, to_view
+from conformance.schema.manifest import Manifest, load_manifest
+from conformance.testee import protocol
+from conformance.testee.replay import STEPS, describe_request, reproducer
 
 __all__ = ["SubprocessAdapter", "TesteeAnswerError", "TesteeError", "TesteeRuntimeError", "TesteeSkipped"]
 
@@ -355,7 +355,7 @@ class SubprocessAdapter(Adapter):
 
 def _testee_environment() -> dict[str, str]:
     """The runner's environment plus where its bundled manifests are (spec/testee.md 2.1)."""
-    from ..paths import manifests_dir
+    from conformance.paths import manifests_dir
 
     return {**os.environ, "IPC_CONFORMANCE_MANIFESTS": str(manifests_dir())}
 

@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from . import protocol
+from conformance.testee import protocol
 
 __all__ = ["describe_request", "replay", "replay_dir", "save_request"]
 
@@ -84,7 +84,7 @@ def reproducer(request: dict, argv: Sequence[str]) -> str:
 def replay(path: Path, impl: str, out: Callable[[str], None] = print) -> int:
     """Send the saved request to a fresh testee and print its answer; 0 when it answered
     `payload` and the reference decodes the payload, 1 otherwise."""
-    from .adapter import SubprocessAdapter, TesteeRuntimeError
+    from conformance.testee.adapter import SubprocessAdapter, TesteeRuntimeError
 
     request = protocol.unpack(Path(path).read_bytes()[4:])
     op = str(request.get("type"))
@@ -114,7 +114,7 @@ def replay(path: Path, impl: str, out: Callable[[str], None] = print) -> int:
 
 
 def _show_decoded(adapter: Any, payload: bytes, transport: str, out: Callable[[str], None]) -> int:
-    from ..golden.view import dumps, to_view
+    from conformance.schema.golden.view import dumps, to_view
 
     try:
         value = adapter.local_decode(payload, transport)

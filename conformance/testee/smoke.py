@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from ..compare import differences
+from conformance.compare import differences
 
 __all__ = ["smoke"]
 
@@ -21,11 +21,11 @@ def _pick_structs(manifest: Any) -> list[str]:
 
 
 def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], None] = print) -> int:
-    from ..adapters import load_adapter
-    from ..golden.store import read_index
-    from ..manifest import load_manifest
-    from ..paths import golden_dir
-    from ..values import ValueBuilder
+    from conformance.adapters import load_adapter
+    from conformance.schema.golden.store import read_index
+    from conformance.schema.manifest import load_manifest
+    from conformance.paths import golden_dir
+    from conformance.schema.values import ValueBuilder
 
     failures = 0
     passed = 0

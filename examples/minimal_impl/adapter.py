@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 import msgspec
 
 from conformance.adapters import Adapter
-from conformance.manifest.extract import extract_with_classes
+from conformance.schema.manifest.extract import extract_with_classes
 
 from . import impl
 

@@ -20,8 +20,8 @@ import msgspec
 import numpy as np
 import torch
 
-from conformance.codegen import generate
-from conformance.manifest import load_manifest
+from conformance.schema.codegen import generate
+from conformance.schema.manifest import load_manifest
 
 MANIFEST = load_manifest("sglang-0.5.23")
 structs = types.ModuleType("minimal_impl_structs")

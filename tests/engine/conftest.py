@@ -19,8 +19,8 @@ from typing import Any, Callable
 
 import pytest
 
-from conformance.e2e import Client, EngineRun, ServerProcess, run_engine
-from conformance.e2e.scenario import count_records
+from reference_tools.e2e import Client, EngineRun, ServerProcess, run_engine
+from reference_tools.e2e.scenario import count_records
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -117,7 +117,7 @@ def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def engine_run(tmp_path_factory: pytest.TempPathFactory, model_cache: Path) -> Callable[[str], EngineRun]:
-    """The run of that name (conformance.e2e.run_engine), started on first use, once per session."""
+    """The run of that name (reference_tools.e2e.run_engine), started on first use, once per session."""
     done = _DONE
 
     def get(name: str) -> EngineRun:

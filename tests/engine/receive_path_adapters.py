@@ -1,7 +1,7 @@
 """The reference with a receive path that skips the PickleWrapper unwrap (EngineConfig.debug_skip_unwrap),
 for `ipc-conformance run --impl receive_path_adapters:<name>` (tests/engine on PYTHONPATH)."""
 
-from conformance.adapters.reference import ReferenceAdapter
+from reference_tools.adapter import ReferenceAdapter
 
 
 def ControllerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802 - named like the other defect adapters

@@ -15,7 +15,7 @@ import pytest
 
 from reference_impl.engine.tokenizer import ByteTokenizer
 
-from conformance.e2e.checks import (
+from reference_tools.e2e.checks import (
     leftover_wrapper_failures,
     link_failures,
     max_batch,
@@ -26,7 +26,7 @@ from conformance.e2e.checks import (
     wire_failures,
     wrapped_on_wire,
 )
-from conformance.e2e.scenario import PARENT_SPAN, TRACE_IDS, comparable, comparable_results
+from reference_tools.e2e.scenario import PARENT_SPAN, TRACE_IDS, comparable, comparable_results
 
 pytestmark = pytest.mark.e2e
 
@@ -90,7 +90,7 @@ def test_tensors_cross_the_ipc_path(run):
 
 def test_logprob_shapes_on_the_wire(run):
     """Streaming chunks after the first carry [[]] input logprobs; batches mix None and lists."""
-    from conformance.e2e.checks import decode_raw
+    from reference_tools.e2e.checks import decode_raw
 
     shapes = set()
     for rec in run.records:

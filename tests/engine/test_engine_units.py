@@ -267,7 +267,7 @@ def test_wire_checks_report_bad_records():
     """The e2e checks themselves: undecodable bytes, a non-struct message, a leftover wrapper."""
     from reference_impl.engine.tap import TapRecord
 
-    from conformance.e2e.checks import leftover_wrapper_failures, wire_failures
+    from reference_tools.e2e.checks import leftover_wrapper_failures, wire_failures
 
     def rec(frames: list, delivered: str = "int", leftovers: tuple = ()) -> TapRecord:
         return TapRecord(process="p", link="p<-q", transport="msgpack", frames=frames, delivered_type=delivered,

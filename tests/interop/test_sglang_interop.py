@@ -13,8 +13,8 @@ import pytest
 
 from conformance.adapters import load_adapter
 from conformance.compare import differences
-from conformance.manifest import load_manifest
-from conformance.values import VARIANTS, ValueBuilder
+from conformance.schema.manifest import load_manifest
+from conformance.schema.values import VARIANTS, ValueBuilder
 
 pytest.importorskip("sglang.srt.managers.io_struct", reason="needs SGLang: tox -e upstream")
 pytestmark = pytest.mark.sglang
@@ -52,7 +52,7 @@ def pairs(ref, sgl):
 
 
 def test_sglang_catalogue_matches_manifest(sgl):
-    from conformance.manifest.extract import extract
+    from conformance.schema.manifest.extract import extract
 
     live = extract("sglang.srt.managers.io_struct", imports=[
         "sglang.srt.managers.scheduler_components.kv_events_publisher"], array_typecode="q")

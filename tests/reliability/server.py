@@ -1,6 +1,6 @@
 """A reference server in a subprocess, for the reliability tests: start, load, break, stop, count leftovers.
 
-Smaller than conformance.e2e's harness on purpose: no tap or tracing unless asked (they
+Smaller than reference_tools.e2e's harness on purpose: no tap or tracing unless asked (they
 cost time under load), and the numbers these tests need - resident memory of every
 process, the child pids, what is left after a stop - in one place.
 """
@@ -21,7 +21,7 @@ from typing import Any, Optional
 
 import httpx
 
-from conformance.e2e.harness import free_port, pid_alive
+from reference_tools.e2e.harness import free_port, pid_alive
 
 START_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 20.0

@@ -1,9 +1,9 @@
-"""Fuzzing in CI: every target of conformance/fuzz for a short fixed budget, and the same
+"""Fuzzing in CI: every target of reference_tools/fuzz for a short fixed budget, and the same
 targets under hypothesis (binary strategies and mutated seeds) in this process.
 
 Longer runs are a documented command (docs/reliability.md):
 
-    python -m conformance.fuzz all --seconds 300
+    python -m reference_tools.fuzz all --seconds 300
 
 The budget here: IPC_FUZZ_SECONDS per target (default 3) with atheris when installed
 (coverage-guided), else the seeded random mutator. A target with a known, reported finding
@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance.fuzz import targets
+from reference_tools.fuzz import targets
 
 pytestmark = pytest.mark.reliability
 TEST_TIMEOUT_S = 180
@@ -38,7 +38,7 @@ def _params():
 
 @pytest.mark.parametrize("name", list(_params()))
 def test_fuzz_target_short_budget(name: str, tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "conformance.fuzz", name, "--seconds", str(FUZZ_SECONDS), "--json",
+    proc = subprocess.run([sys.executable, "-m", "reference_tools.fuzz", name, "--seconds", str(FUZZ_SECONDS), "--json",
                            "--artifacts", str(tmp_path / "artifacts")],
                           capture_output=True, text=True, timeout=FUZZ_SECONDS + 150)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -100,7 +100,7 @@ def test_hypothesis_binary_inputs(name: str):
 def test_tripwire_oracle_catches_a_loaded_shell_command():
     """The fuzzers' tripwires work: a pickle that runs a command, loaded the way an unsafe
     receive path would, is reported instead of run."""
-    from conformance.fuzz.corpus import _evil_pickle
+    from reference_tools.fuzz.corpus import _evil_pickle
 
     evil = _evil_pickle()
 

@@ -1,4 +1,4 @@
-"""The reference decoder under hostile bytes: every hand-made case of conformance/fuzz/corpus.py.
+"""The reference decoder under hostile bytes: every hand-made case of reference_tools/fuzz/corpus.py.
 
 Each hostile input is refused with exactly one WireError naming the transport, the struct
 (when the input names one) and the field path, saying why - no other exception type, no
@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conformance.fuzz.corpus import Case, cases
+from reference_tools.fuzz.corpus import Case, cases
 
 pytestmark = pytest.mark.reliability
 TEST_TIMEOUT_S = 180
@@ -25,7 +25,7 @@ CASE_MEMORY_BYTES = 64 << 20  # growth of peak resident memory one decode may ca
 
 _RUNNER = r"""
 import json, resource, sys, time
-from conformance.fuzz.corpus import cases
+from reference_tools.fuzz.corpus import cases
 from reference_impl import codec
 from reference_impl.errors import WireError
 wanted = set(json.loads(sys.argv[1]))
@@ -114,7 +114,7 @@ def test_zzz_report(outcomes: dict[str, dict]):
 
 # -- the configurable limits ----------------------------------------------------------------
 def test_max_message_bytes_per_call_and_for_multipart():
-    from conformance.fuzz.corpus import golden
+    from reference_tools.fuzz.corpus import golden
     from reference_impl import codec
     from reference_impl.errors import WireError
 
@@ -137,7 +137,7 @@ def test_max_message_bytes_per_call_and_for_multipart():
 
 
 def test_max_nesting_per_call_names_struct_and_field():
-    from conformance.fuzz.corpus import in_any_raw
+    from reference_tools.fuzz.corpus import in_any_raw
     from reference_impl import codec
     from reference_impl.errors import WireError
 
@@ -159,7 +159,7 @@ def test_limits_from_the_environment(env, data_kind, refused):
 
     code = r"""
 import sys
-from conformance.fuzz.corpus import golden, in_any_raw
+from reference_tools.fuzz.corpus import golden, in_any_raw
 from reference_impl import codec
 data = golden("AbortReq.typical") if sys.argv[1] == "typical" else in_any_raw(b"\x91" * 60 + b"\xc0")
 try:

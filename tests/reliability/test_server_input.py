@@ -113,7 +113,7 @@ def bad_bodies(served: str) -> list[tuple[str, str, Any, int, str]]:
 
 
 def _evil_pickle() -> bytes:
-    from conformance.fuzz.corpus import _evil_pickle as evil
+    from reference_tools.fuzz.corpus import _evil_pickle as evil
 
     return evil()
 

@@ -1,0 +1,311 @@
+"""Build a manifest from any importable module of msgspec IPC structs."""
+
+from __future__ import annotations
+
+import array
+import enum
+import importlib
+import importlib.metadata
+import inspect
+import platform
+import sys
+import types
+import typing
+from collections import deque
+from typing import Any, Iterable, Optional, Sequence
+
+import msgspec
+
+from conformance.schema.manifest.model import Default, EnumSpec, Field, Manifest, StructSpec
+from conformance.schema.manifest.typeexpr import T, canonical, render
+
+
+class UnsupportedTypeError(TypeError):
+    """A field type the manifest cannot describe; names struct, field and type."""
+
+
+_PRIMS = {int: "int", float: "float", bool: "bool", str: "str", bytes: "bytes", type(None): "None"}
+_CONTAINERS = {list: "List", set: "Set", frozenset: "FrozenSet", dict: "Dict"}
+_BOOL_OPTIONS = (
+    "array_like", "omit_defaults", "forbid_unknown_fields", "frozen", "eq", "order",
+    "dict", "weakref", "gc", "repr_omit_defaults", "cache_hash",
+)
+_FACTORIES = {list: "list", dict: "dict", set: "set", tuple: "tuple", frozenset: "frozenset"}
+
+
+def _custom_leaf(tp: type, array_typecode: Optional[str]) -> Optional[T]:
+    if tp is array.array:
+        return T("Array", name=array_typecode)
+    mod = getattr(tp, "__module__", "")
+    if tp.__name__ == "Tensor" and mod.startswith("torch"):
+        return T("Tensor")
+    if tp.__name__ == "ndarray" and mod.startswith("numpy"):
+        return T("NDArray")
+    return None
+
+
+class _Extractor:
+    def __init__(self, array_typecode: Optional[str]):
+        self.array_typecode = array_typecode
+        self.structs: dict[str, type] = {}
+        self.enums: dict[str, type] = {}
+        self.queue: deque[type] = deque()
+
+    # -- types ---------------------------------------------------------------
+    def convert(self, tp: Any, where: str) -> tuple[T, list[str]]:
+        """Python annotation -> (type node, field annotations such as "base64")."""
+        notes: list[str] = []
+        if typing.get_origin(tp) is typing.Annotated:
+            base, *meta = typing.get_args(tp)
+            notes = ["base64" for m in meta if type(m).__name__ == "Base64Bytes"]
+            tp = base
+        return self.node(tp, where), notes
+
+    def node(self, tp: Any, where: str) -> T:
+        if tp is Any or tp is object:
+            return T("Any")
+        if tp is None or tp in _PRIMS:
+            return T(_PRIMS.get(tp, "None"))
+        alias_value = getattr(tp, "__value__", None)  # PEP 695 `type X = ...`
+        if alias_value is not None and type(tp).__name__ == "TypeAliasType":
+            return self.node(alias_value, where)
+        supertype = getattr(tp, "__supertype__", None)  # typing.NewType
+        if supertype is not None:
+            return self.node(supertype, where)
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin is typing.Annotated:
+            return self.node(args[0], where)
+        if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
+            arms: list[T] = []
+            for a in args:
+                n = self.node(a, where)
+                for arm in n.args if n.kind == "Union" else (n,):
+                    if arm not in arms:
+                        arms.append(arm)
+            return canonical(T("Union", tuple(arms)))
+        if origin is typing.Literal:
+            for v in args:
+                if not isinstance(v, (str, int, bool, type(None))):
+                    raise UnsupportedTypeError(f"{where}: Literal value {v!r} is not a JSON scalar")
+            return canonical(T("Literal", values=tuple(args)))
+        if origin in _CONTAINERS or tp in _CONTAINERS:
+            kind = _CONTAINERS[origin or tp]
+            n_args = 2 if kind == "Dict" else 1
+            sub = args or (Any,) * n_args
+            return T(kind, tuple(self.node(a, where) for a in sub))
+        if origin is tuple or tp is tuple:
+            if not args:
+                return T("VarTuple", (T("Any"),))
+            if len(args) == 2 and args[1] is Ellipsis:
+                return T("VarTuple", (self.node(args[0], where),))
+            if args == ((),):
+                return T("Tuple")
+            return T("Tuple", tuple(self.node(a, where) for a in args))
+        if isinstance(tp, type):
+            if issubclass(tp, msgspec.Struct):
+                self.add_struct(tp)
+                return T("Ref", name=tp.__name__)
+            if issubclass(tp, enum.Enum):
+                self.add_enum(tp, where)
+                return T("Ref", name=tp.__name__)
+            leaf = _custom_leaf(tp, self.array_typecode)
+            if leaf is not None:
+                return leaf
+        raise UnsupportedTypeError(f"{where}: unsupported type {tp!r}")
+
+    # -- catalogue -----------------------------------------------------------
+    def add_struct(self, cls: type) -> None:
+        known = self.structs.get(cls.__name__)
+        if known is cls:
+            return
+        if known is not None:
+            raise UnsupportedTypeError(
+                f"two structs named {cls.__name__}: {known.__module__} and {cls.__module__}"
+            )
+        self.structs[cls.__name__] = cls
+        self.queue.append(cls)
+
+    def add_enum(self, cls: type, where: str) -> None:
+        known = self.enums.get(cls.__name__)
+        if known is not None and known is not cls:
+            raise UnsupportedTypeError(f"{where}: two enums named {cls.__name__}")
+        self.enums[cls.__name__] = cls
+
+    def struct_spec(self, cls: type, role: str) -> StructSpec:
+        cfg = cls.__struct_config__
+        try:
+            infos = msgspec.structs.fields(cls)
+        except Exception as exc:  # unresolvable forward reference and the like
+            raise UnsupportedTypeError(f"{cls.__name__}: cannot resolve field types: {exc}") from exc
+        fields = []
+        for info in infos:
+            where = f"{cls.__name__}.{info.name}"
+            node, notes = self.convert(info.type, where)
+            fields.append(
+                Field(
+                    name=info.name,
+                    type=render(node),
+                    default=self.default(info, node, where),
+                    annotations=notes,
+                    encode_name=info.encode_name if info.encode_name != info.name else None,
+                )
+            )
+        options = {o: True for o in _BOOL_OPTIONS if getattr(cfg, o, False)}
+        params = inspect.signature(cls).parameters.values()
+        options["array_like"] = bool(cfg.array_like)
+        options["kw_only"] = all(p.kind is p.KEYWORD_ONLY for p in params)
+        base = next(
+            (b.__name__ for b in cls.__mro__[1:] if isinstance(b, type) and issubclass(b, msgspec.Struct)
+             and b is not msgspec.Struct),
+            None,
+        )
+        return StructSpec(
+            name=cls.__name__,
+            module=cls.__module__,
+            fields=fields,
+            tag=cfg.tag if isinstance(cfg.tag, str) else (None if cfg.tag is None else str(cfg.tag)),
+            tag_field=cfg.tag_field,
+            base=base,
+            options=dict(sorted(options.items())),
+            role=role,
+        )
+
+    def default(self, info: Any, node: T, where: str) -> Default:
+        if info.default is not msgspec.NODEFAULT:
+            value = info.default
+            if isinstance(value, enum.Enum):
+                return Default("enum", value=value.name)
+            if isinstance(value, (tuple, frozenset, set, list)):
+                value = list(value)
+            try:
+                msgspec.json.encode(value)
+            except TypeError:
+                raise UnsupportedTypeError(f"{where}: default {value!r} is not a JSON value") from None
+            return Default("value", value=value)
+        factory = info.default_factory
+        if factory is msgspec.NODEFAULT:
+            return Default("required")
+        if factory in _FACTORIES:
+            return Default("factory", factory=_FACTORIES[factory])
+        if isinstance(factory, type) and issubclass(factory, msgspec.Struct):
+            self.add_struct(factory)
+            return Default("factory", factory=factory.__name__)
+        # Any other callable (e.g. a fresh uuid per instance): the value is made by the
+        # implementation at construction time and is never implied by the wire.
+        return Default("factory", factory="opaque")
+
+
+def _all_subclasses(cls: type) -> Iterable[type]:
+    for sub in cls.__subclasses__():
+        yield sub
+        yield from _all_subclasses(sub)
+
+
+def _default_roots(module: types.ModuleType) -> list[type]:
+    """Tagged structs defined in the module whose parents are not tagged structs."""
+    roots = []
+    for obj in vars(module).values():
+        if (
+            isinstance(obj, type)
+            and issubclass(obj, msgspec.Struct)
+            and obj.__module__ == module.__name__
+            and obj.__struct_config__.tag is not None
+            and not any(
+                issubclass(b, msgspec.Struct) and b is not msgspec.Struct and b.__struct_config__.tag is not None
+                for b in obj.__mro__[1:]
+                if isinstance(b, type) and b is not obj
+            )
+        ):
+            roots.append(obj)
+    return roots
+
+
+def _dist_version(module_name: str) -> str:
+    top = module_name.split(".")[0]
+    try:
+        return importlib.metadata.version(top)
+    except importlib.metadata.PackageNotFoundError:
+        return getattr(sys.modules[top], "__version__", "0")
+
+
+def extract(module_name: str, **options: Any) -> Manifest:
+    """Walk a module's IPC catalogue into a manifest (see extract_with_classes)."""
+    return extract_with_classes(module_name, **options)[0]
+
+
+def extract_with_classes(
+    module_name: str,
+    *,
+    roots: Sequence[str] = (),
+    imports: Sequence[str] = (),
+    union_attr: str = "_all_types",  # upstream's name; ours is CUSTOM_MESSAGE_TYPES
+    implementation: Optional[str] = None,
+    version: Optional[str] = None,
+    array_typecode: Optional[str] = None,
+) -> tuple[Manifest, dict[str, type]]:
+    """Walk a module's IPC catalogue: every struct reachable from the roots (subclasses at
+    any depth), the types registered in the module's union attribute, and every struct
+    and enum their fields reach. Returns the manifest and its classes by name."""
+    module = importlib.import_module(module_name)
+    for extra in imports:  # modules that register custom types on import
+        importlib.import_module(extra)
+    root_classes = [getattr(module, r) for r in roots] if roots else _default_roots(module)
+    registered = [
+        t for t in getattr(module, union_attr, ())
+        if isinstance(t, type) and issubclass(t, msgspec.Struct)
+    ]
+
+    ex = _Extractor(array_typecode)
+    union: list[type] = []
+    for root in root_classes:
+        subs = list(_all_subclasses(root))
+        ex.add_struct(root)
+        for cls in subs or [root]:
+            if cls not in union:
+                union.append(cls)
+    for cls in registered:
+        if cls not in union:
+            union.append(cls)
+    for cls in union:
+        ex.add_struct(cls)
+
+    union_names = {c.__name__ for c in union}
+    specs: dict[str, StructSpec] = {}
+    while ex.queue:
+        cls = ex.queue.popleft()
+        if cls.__name__ == "PickleWrapper":
+            role = "wrapper"
+        elif cls.__name__ in union_names:
+            role = "message"
+        elif any(issubclass(s, cls) for s in union if s is not cls):
+            role = "base"
+        else:
+            role = "nested"
+        specs[cls.__name__] = ex.struct_spec(cls, role)
+
+    enums = {
+        name: EnumSpec(
+            name=name,
+            module=cls.__module__,
+            members={m.name: m.value for m in cls},
+            base=next(b.__name__ for b in cls.__mro__[1:] if issubclass(b, enum.Enum)),
+        )
+        for name, cls in sorted(ex.enums.items())
+    }
+    primitives = [
+        _PRIMS[t] for t in getattr(module, union_attr, ()) if t in _PRIMS
+    ] or ["int", "float", "bool", "bytes"]
+    manifest = Manifest(
+        implementation=implementation or module_name.split(".")[0],
+        version=version or _dist_version(module_name),
+        module=module_name,
+        structs=dict(sorted(specs.items())),
+        enums=enums,
+        # Union order carries no meaning on the wire (tags select the arm): keep it stable.
+        union=sorted(c.__name__ for c in union) + primitives,
+        extracted_with={
+            "msgspec": msgspec.__version__,
+            "python": platform.python_version(),
+        },
+    )
+    return manifest, {**ex.structs, **ex.enums}

@@ -1,0 +1,136 @@
+"""Adapter for this project's reference implementation."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from reference_impl.errors import WireError
+
+from conformance.adapters.base import Adapter, ReceivePath
+
+#: Scheduler ranks behind the controller in the receive-path checks: a broadcast reaches several.
+RECEIVE_PATH_DP_SIZE = 2
+TRACE_CARRIER = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+
+
+class ReferenceAdapter(Adapter):
+    name = "reference"
+    catalogue_module = "reference_impl.io_struct"
+    catalogue_options = {"union_attr": "CUSTOM_MESSAGE_TYPES", "array_typecode": "q"}
+    refusal_errors = (WireError,)  # the codec's one error, for every input it refuses
+
+    def __init__(self, *, engine_debug_skip_unwrap: Sequence[str] = ()) -> None:
+        """engine_debug_skip_unwrap: test hook only (EngineConfig.debug_skip_unwrap): these engine
+        processes' receive paths skip the PickleWrapper unwrap, in the receive-path checks and
+        in launched servers, to show that the checks catch it."""
+        import reference_impl
+        from reference_impl import codec, io_struct
+
+        self._codec = codec
+        self._module = io_struct
+        self.version = getattr(reference_impl, "__version__", "0.1.0")
+        self.engine_debug_skip_unwrap = tuple(engine_debug_skip_unwrap)
+
+    def message_types(self) -> Sequence[type]:
+        return self._codec.message_types()
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        return self._codec.encode(obj, transport)
+
+    def wrap(self, obj: Any) -> Any:
+        return self._codec.wrap_fields(obj)
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        return self._codec.decode(data, transport, unwrap_wrappers=False)
+
+    def unwrap(self, obj: Any) -> Any:
+        return self._codec.unwrap(obj, allow_pickle=True)
+
+    def receive(self, data: bytes, transport: str) -> Any:
+        return self._codec.decode(data, transport, allow_pickle=False)
+
+    def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
+        from reference_impl import zmq_io
+
+        zmq_io.send(sock, obj, transport, zero_copy=zero_copy)
+
+    def recv(self, sock: Any, transport: str) -> Any:
+        from reference_impl import zmq_io
+
+        return zmq_io.recv(sock, transport, allow_pickle=True)
+
+    def pickle_residue(self) -> dict[str, int]:
+        from reference_impl.pickle_wrapper import pickle_residue
+
+        return dict(pickle_residue)
+
+    def validate_http(self, struct: str, json_text: str) -> Any:
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(getattr(self._module, struct)).validate_json(json_text)
+
+    def manifest_id(self) -> str:
+        return self._module.MANIFEST_ID
+
+    # -- the serving engine (reference_impl/engine) ----------------------------------
+    def receive_paths(self) -> Mapping[str, ReceivePath]:
+        return {"controller": partial(self._through, "controller"), "scheduler": partial(self._through, "scheduler"),
+                "unroutable": self._unroutable, "detokenizer": partial(self._back, "detokenizer"),
+                "tokenizer_manager": partial(self._back, "tokenizer_manager")}
+
+    def _rig(self, transport: str) -> Any:
+        """The engine's controller and scheduler receive paths over real sockets
+        (reference_impl/engine/receive_paths.py), a fresh set per message."""
+        from reference_impl.engine.receive_paths import ReceivePathRig
+
+        return ReceivePathRig(transport, dp_size=RECEIVE_PATH_DP_SIZE, debug_skip_unwrap=self.engine_debug_skip_unwrap)
+
+    def _unroutable(self, obj: Any, transport: str) -> Any:
+        with self._rig(transport) as rig:
+            return rig.unroutable(obj)
+
+    def _back(self, path: str, obj: Any, transport: str) -> Any:
+        """The engine's detokenizer and tokenizer manager receive paths over real sockets
+        (reference_impl/engine/receive_paths.py OutputPathRig), a fresh set per message."""
+        from reference_impl.engine.receive_paths import OutputPathRig
+
+        with OutputPathRig(transport, debug_skip_unwrap=self.engine_debug_skip_unwrap) as rig:
+            return rig.through_detokenizer(obj) if path == "detokenizer" else rig.through_tokenizer_manager(obj)
+
+    def _through(self, path: str, obj: Any, transport: str) -> Any:
+        from conformance.compare import differences
+
+        with self._rig(transport) as rig:
+            if path == "controller":
+                return rig.through_controller(obj)
+            ranks = rig.through_scheduler(obj)
+        from reference_impl.engine.tap import find_wrappers
+
+        for rank, value in enumerate(ranks):
+            left = find_wrappers(value)
+            if left:
+                raise AssertionError(f"scheduler_{rank}'s receive path handed {type(obj).__name__} downstream with a "
+                                     f"PickleWrapper at {', '.join(left)} after the broadcast: it did not unwrap "
+                                     "(SPEC R-PW-3)")
+        for rank, other in enumerate(ranks[1:], 1):
+            diffs = differences(ranks[0], other)
+            if diffs:
+                raise AssertionError(f"after one broadcast, scheduler_{rank} handed on another {type(obj).__name__} "
+                                     f"than scheduler_0: " + "; ".join(diffs[:5]))
+        return ranks[0]
+
+    def opaque_value(self, struct: str, field: str) -> Any:
+        if field != "time_stats":
+            return super().opaque_value(struct, field)
+        from reference_impl.engine.tracing import ReqTimeStats
+
+        return ReqTimeStats(rid=f"{struct}-receive-path", stamps={"tokenizer_recv": 1.5},
+                            trace_carrier=dict(TRACE_CARRIER), external_trace_header=dict(TRACE_CARRIER))
+
+    def launch_server(self, transport: str, dp_size: int, workdir: Path) -> Any:
+        from reference_tools.e2e.harness import ServerProcess
+
+        skip = [arg for process in self.engine_debug_skip_unwrap for arg in ("--debug-skip-unwrap", process)]
+        return ServerProcess(Path(workdir), transport, dp_size, extra_args=tuple(skip)).start()

@@ -1,0 +1,845 @@
+"""Mutants: the reference implementation with one realistic bug each.
+
+Every mutant is a ReferenceAdapter subclass; the mutation runner runs the whole suite
+against each (``ipc-conformance run --impl reference_tools.proof.mutants:<Name>``) and counts
+it caught when at least one Required check fails. Bugs are planted at the adapter
+boundary: on the encoder's bytes (decoded untyped, changed, written back by
+conformance.schema.wire_form), on the objects going in or coming out, or by patching a reference_impl
+function for the duration of one call. The reference source is never edited.
+"""
+
+from __future__ import annotations
+
+import array
+import contextlib
+import enum
+import math
+import pickle
+import re
+import struct
+from typing import Any, Callable, Iterator, Optional
+
+import msgspec
+import numpy as np
+import torch
+
+from reference_impl.testee import trailing_defaults  # the same bug as the testee's --break drop-defaults
+
+from reference_tools.adapter import ReferenceAdapter
+from conformance.schema.wire_form import Float32, fits_float32, read_value as read, rewrite_value as rewrite, write_value as write
+
+
+# -- helpers ------------------------------------------------------------------------------
+def deep_map(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """A copy of value with fn applied bottom-up to every node (structs rebuilt, never changed
+    in place: the caller's object stays as it was)."""
+    if isinstance(value, msgspec.Struct):
+        fields = {n: deep_map(getattr(value, n), fn) for n in value.__struct_fields__}
+        value = msgspec.structs.replace(value, **fields)
+    elif type(value) in (list, tuple):
+        value = type(value)(deep_map(v, fn) for v in value)
+    elif type(value) is dict:
+        value = {deep_map(k, fn): deep_map(v, fn) for k, v in value.items()}
+    return fn(value)
+
+
+@contextlib.contextmanager
+def patched(target: Any, name: str, replacement: Any) -> Iterator[None]:
+    """target.name = replacement for one call only (mutants in one process stay independent)."""
+    original = getattr(target, name)
+    setattr(target, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(target, name, original)
+
+
+def _is_tag_array(node: Any) -> bool:
+    return isinstance(node, list) and bool(node) and isinstance(node[0], str) and node[0][:1].isupper()
+
+
+class Mutant(ReferenceAdapter):
+    """The reference; subclasses override one of the hooks below."""
+
+    #: what kind of bug (the mutation report groups by it)
+    kind = "encoder"
+
+    def encode_object(self, obj: Any, transport: str) -> Any:
+        return obj
+
+    def mutate_wire(self, tree: Any, obj: Any) -> Any:
+        """msgpack only: the message as an untyped tree (tag arrays, maps, Ext)."""
+        return tree
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        obj = self.encode_object(obj, transport)
+        data = super().encode(obj, transport)
+        if transport != "msgpack" or type(self).mutate_wire is Mutant.mutate_wire:
+            return data
+        return write(self.mutate_wire(read(data), obj))
+
+
+class _WireNodes(Mutant):
+    """Encoder bug applied to every node of the wire tree."""
+
+    def node(self, value: Any) -> Any:
+        return value
+
+    def mutate_wire(self, tree: Any, obj: Any) -> Any:
+        return rewrite(tree, self.node)
+
+
+# -- encoder: byte rules (R-VAL-2, R-MSG-2, R-MSG-1) ----------------------------------------
+class Float32Narrowing(_WireNodes):
+    """Floats that fit float 32 without loss are written as float 32 (R-VAL-2)."""
+
+    def node(self, value: Any) -> Any:
+        return Float32(value) if type(value) is float and math.isfinite(value) and fits_float32(value) else value
+
+
+class IntegralFloatsAsInts(_WireNodes):
+    """Floats with an integral value are written as msgpack ints (R-VAL-2)."""
+
+    def node(self, value: Any) -> Any:
+        if type(value) is float and math.isfinite(value) and value.is_integer() and abs(value) < 1 << 63 \
+                and not (value == 0 and math.copysign(1, value) < 0):
+            return int(value)
+        return value
+
+
+class DropsTrailingDefaults(Mutant):
+    """Trailing fields equal to their defaults are left out of the array (R-MSG-2)."""
+
+    def mutate_wire(self, tree: Any, obj: Any) -> Any:
+        if not (isinstance(obj, msgspec.Struct) and _is_tag_array(tree)):
+            return tree
+        return tree[:len(tree) - trailing_defaults(obj)]
+
+
+class SwapsFirstTwoFields(Mutant):
+    """The first two fields of every tagged struct change places (R-MSG-1, field order)."""
+
+    def mutate_wire(self, tree: Any, obj: Any) -> Any:
+        def node(v: Any) -> Any:
+            if _is_tag_array(v) and len(v) >= 3:
+                return [v[0], v[2], v[1], *v[3:]]
+            return v
+        return rewrite(tree, node)
+
+
+class DropsLastField(Mutant):
+    """The last field of a message is not sent (an encoder one version behind, R-MSG-2)."""
+
+    def mutate_wire(self, tree: Any, obj: Any) -> Any:
+        return tree[:-1] if _is_tag_array(tree) and len(tree) > 1 else tree
+
+
+class AppendsExtraField(Mutant):
+    """An extra nil element after the last field (an encoder one version ahead, R-MSG-2)."""
+
+    def mutate_wire(self, tree: Any, obj: Any) -> Any:
+        return [*tree, None] if _is_tag_array(tree) else tree
+
+
+class QualifiedTag(Mutant):
+    """The tag is the module-qualified class name, not the manifest's tag (R-MSG-1)."""
+
+    def mutate_wire(self, tree: Any, obj: Any) -> Any:
+        return [f"io_struct.{tree[0]}", *tree[1:]] if _is_tag_array(tree) else tree
+
+
+class MapsInReverseOrder(_WireNodes):
+    """Map entries are written in reverse insertion order (§3: insertion order)."""
+
+    def node(self, value: Any) -> Any:
+        return dict(reversed(list(value.items()))) if isinstance(value, dict) and len(value) > 1 else value
+
+
+# -- encoder: value mapping (§3) ----------------------------------------------------------
+class BoolAsInt(_WireNodes):
+    """true/false are written as the ints 1/0."""
+
+    def node(self, value: Any) -> Any:
+        return int(value) if value is True or value is False else value
+
+
+class StrAsBin(Mutant):
+    """Strings (except tags) are written as msgpack bin."""
+
+    def mutate_wire(self, tree: Any, obj: Any) -> Any:
+        def node(v: Any) -> Any:
+            if isinstance(v, list):
+                return [x.encode() if isinstance(x, str) and not (i == 0 and _is_tag_array(v)) else x
+                        for i, x in enumerate(v)]
+            if isinstance(v, dict):
+                return {k: x.encode() if isinstance(x, str) else x for k, x in v.items()}
+            return v
+        return rewrite(tree, node)
+
+
+class BinAsStr(_WireNodes):
+    """bytes are written as a msgpack str (latin-1 text)."""
+
+    def node(self, value: Any) -> Any:
+        return value.decode("latin-1") if isinstance(value, bytes) else value
+
+
+class IntKeysAsStr(_WireNodes):
+    """Integer map keys are written as strings (as JSON would)."""
+
+    def node(self, value: Any) -> Any:
+        if isinstance(value, dict) and any(type(k) is int for k in value):
+            return {str(k) if type(k) is int else k: v for k, v in value.items()}
+        return value
+
+
+class DropsNoneInLists(_WireNodes):
+    """None entries inside lists are left out (nested logprobs, R-NONE-1)."""
+
+    def node(self, value: Any) -> Any:
+        if isinstance(value, list) and not _is_tag_array(value) and any(v is None for v in value):
+            return [v for v in value if v is not None]
+        return value
+
+
+class NoneInListsAsZero(_WireNodes):
+    """None entries inside lists of numbers are written as 0.0 (R-NONE-1)."""
+
+    def node(self, value: Any) -> Any:
+        if isinstance(value, list) and not _is_tag_array(value) and any(v is None for v in value) \
+                and any(type(v) is float for v in value):
+            return [0.0 if v is None else v for v in value]
+        return value
+
+
+class LosesNegativeZero(_WireNodes):
+    """-0.0 is written as 0.0 (the bit pattern of every float64 is kept, §3)."""
+
+    def node(self, value: Any) -> Any:
+        return 0.0 if type(value) is float and value == 0 else value
+
+
+class CanonicalNaN(_WireNodes):
+    """Every NaN is written as the canonical quiet NaN (payloads and sign lost, §3)."""
+
+    def node(self, value: Any) -> Any:
+        return float("nan") if type(value) is float and math.isnan(value) else value
+
+
+class ClampsLargeInts(_WireNodes):
+    """Ints above the signed 64-bit range are clamped to int64 max (§3: unsigned up to 2^64-1)."""
+
+    def node(self, value: Any) -> Any:
+        return (1 << 63) - 1 if type(value) is int and value >= 1 << 63 else value
+
+
+class EnumByName(Mutant):
+    """Enum members are sent by name, not by value (R-VAL-4)."""
+
+    def encode_object(self, obj: Any, transport: str) -> Any:
+        if transport != "msgpack":
+            return obj
+        return deep_map(obj, lambda v: v.name if isinstance(v, enum.Enum) else v)
+
+
+class OversizedIntsClamped(Mutant):
+    """Ints outside the 64-bit range are clamped instead of failing to encode (R-VAL-1)."""
+
+    def encode_object(self, obj: Any, transport: str) -> Any:
+        def clamp(v: Any) -> Any:
+            return max(-(1 << 63), min((1 << 64) - 1, v)) if type(v) is int else v
+        return deep_map(obj, clamp) if transport == "msgpack" else obj
+
+
+class SurrogatesReplaced(Mutant):
+    """Lone surrogates are replaced by U+FFFD instead of failing to encode (R-VAL-3)."""
+
+    def encode_object(self, obj: Any, transport: str) -> Any:
+        def clean(v: Any) -> Any:
+            return v.encode("utf-8", "replace").decode("utf-8") if type(v) is str else v
+        return deep_map(obj, clean) if transport == "msgpack" else obj
+
+
+class QuantizedSentAsIntegers(Mutant):
+    """A quantized tensor is sent as its integer representation (R-TEN-1: refuse it)."""
+
+    def encode_object(self, obj: Any, transport: str) -> Any:
+        return deep_map(obj, lambda v: v.int_repr() if isinstance(v, torch.Tensor) and v.is_quantized else v)
+
+
+# -- encoder: extension types (§4, §5) ---------------------------------------------------
+_BUFFER_CODES = (1, 2, 3)
+_TORCH_ITEMSIZE = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "int16": 2,
+                   "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "complex64": 8,
+                   "complex128": 16}
+
+
+def _split(ext: msgspec.msgpack.Ext) -> tuple[Any, bytes]:
+    data = bytes(ext.data)
+    (n,) = struct.unpack(">I", data[:4])
+    return msgspec.msgpack.decode(data[4:4 + n]), data[4 + n:]
+
+
+def _join(code: int, metadata: Any, raw: bytes) -> msgspec.msgpack.Ext:
+    meta = msgspec.msgpack.encode(metadata)
+    return msgspec.msgpack.Ext(code, struct.pack(">I", len(meta)) + meta + raw)
+
+
+class _ExtNodes(_WireNodes):
+    def ext(self, code: int, metadata: Any, raw: bytes) -> tuple[Any, bytes]:
+        return metadata, raw
+
+    def node(self, value: Any) -> Any:
+        if isinstance(value, msgspec.msgpack.Ext) and value.code in _BUFFER_CODES:
+            metadata, raw = self.ext(value.code, *_split(value))
+            return _join(value.code, metadata, raw)
+        return value
+
+
+class ExtMetadataLengthLittleEndian(_WireNodes):
+    """The 4-byte metadata length of buffer extensions is little-endian (R-EXT-1)."""
+
+    def node(self, value: Any) -> Any:
+        if isinstance(value, msgspec.msgpack.Ext) and value.code in _BUFFER_CODES:
+            data = bytes(value.data)
+            return msgspec.msgpack.Ext(value.code, data[:4][::-1] + data[4:])
+        return value
+
+
+class RawBytesBigEndian(_ExtNodes):
+    """Element bytes in big-endian order (R-EXT-2: little-endian)."""
+
+    def ext(self, code: int, metadata: Any, raw: bytes) -> tuple[Any, bytes]:
+        size = {1: lambda: array.array(metadata).itemsize, 2: lambda: _TORCH_ITEMSIZE.get(metadata[1], 1),
+                3: lambda: np.dtype(metadata[1]).itemsize}[code]()
+        if size == 1 or not raw:
+            return metadata, raw
+        if code == 2 and metadata[1].startswith("complex"):
+            size //= 2
+        return metadata, b"".join(raw[i:i + size][::-1] for i in range(0, len(raw), size))
+
+
+class TensorDtypeRenamed(_ExtNodes):
+    """bfloat16 tensors are labelled float16 (bytes unchanged: dtype not preserved, R-TEN-1)."""
+
+    def ext(self, code: int, metadata: Any, raw: bytes) -> tuple[Any, bytes]:
+        if code == 2 and metadata[1] == "bfloat16":
+            metadata = [metadata[0], "float16", metadata[2]]
+        return metadata, raw
+
+
+class ZeroDimAsShapeOne(_ExtNodes):
+    """0-d tensors and ndarrays are sent with shape [1] (R-TEN-2)."""
+
+    def ext(self, code: int, metadata: Any, raw: bytes) -> tuple[Any, bytes]:
+        if code in (2, 3) and metadata[0] == []:
+            metadata = [[1], *metadata[1:]]
+        return metadata, raw
+
+
+class EmptyShapeFlattened(_ExtNodes):
+    """Empty tensors and ndarrays are sent with shape [0] whatever their dimensions (R-TEN-2)."""
+
+    def ext(self, code: int, metadata: Any, raw: bytes) -> tuple[Any, bytes]:
+        if code in (2, 3) and 0 in metadata[0] and len(metadata[0]) > 1:
+            metadata = [[0], *metadata[1:]]
+        return metadata, raw
+
+
+class NdarrayDtypeByteOrderFlipped(_ExtNodes):
+    """ndarray dtype strings carry the wrong byte order ('<f4' sent as '>f4', §4)."""
+
+    def ext(self, code: int, metadata: Any, raw: bytes) -> tuple[Any, bytes]:
+        if code == 3 and metadata[1][:1] == "<":
+            metadata = [metadata[0], ">" + metadata[1][1:]]
+        return metadata, raw
+
+
+class ArrayTypecodeUnsigned(_ExtNodes):
+    """array('q') is sent with typecode 'Q' (token ids lose their sign, R-EXT-2)."""
+
+    def ext(self, code: int, metadata: Any, raw: bytes) -> tuple[Any, bytes]:
+        return ("Q" if code == 1 and metadata == "q" else metadata), raw
+
+
+class ArrayAsList(_WireNodes):
+    """array.array values are sent as plain msgpack arrays of ints, not extension 1."""
+
+    def node(self, value: Any) -> Any:
+        if isinstance(value, msgspec.msgpack.Ext) and value.code == 1:
+            metadata, raw = _split(value)
+            return list(array.array(metadata, raw))
+        return value
+
+
+def _storage_order(t: torch.Tensor, *, keep_offset: bool) -> torch.Tensor:
+    """What an encoder that sends the storage bytes (not the contiguous copy) delivers."""
+    if t.is_contiguous() and (keep_offset or t.storage_offset() == 0) or t.numel() == 0:
+        return t
+    base = torch.empty(0, dtype=t.dtype).set_(t.untyped_storage())
+    start = t.storage_offset() if keep_offset else 0
+    return base[start:start + t.numel()].reshape(t.shape).clone()
+
+
+class ViewBytesNotContiguous(Mutant):
+    """A non-contiguous tensor is sent as its storage bytes in memory order (R-TEN-4)."""
+
+    kind = "encoder"
+
+    def encode_object(self, obj: Any, transport: str) -> Any:
+        return deep_map(obj, lambda v: _storage_order(v.detach(), keep_offset=True)
+                        if isinstance(v, torch.Tensor) and not v.is_contiguous() else v)
+
+
+class IgnoresStorageOffset(Mutant):
+    """A view's bytes are read from the start of its storage (the offset is lost, R-TEN-4)."""
+
+    def encode_object(self, obj: Any, transport: str) -> Any:
+        return deep_map(obj, lambda v: _storage_order(v.detach(), keep_offset=False)
+                        if isinstance(v, torch.Tensor) and v.storage_offset() else v)
+
+
+# -- PickleWrapper (§6) -----------------------------------------------------------------------
+class WrapperContentsLost(Mutant):
+    """The sender wraps, but the wrapper's bytes hold None (contents lost, R-PW-1)."""
+
+    kind = "wrapper"
+
+    def _lost(self, value: Any) -> Any:
+        return None if value is None else self._module.PickleWrapper(pickle.dumps(None))
+
+    def wrap(self, obj: Any) -> Any:
+        with patched(self._codec, "wrap", self._lost):
+            return super().wrap(obj)
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        with patched(self._codec, "wrap", self._lost):
+            return super().encode(obj, transport)
+
+
+class UnwrapSkipped(Mutant):
+    """A receive path forgets to unwrap (R-PW-3)."""
+
+    kind = "wrapper"
+
+    def unwrap(self, obj: Any) -> Any:
+        return obj
+
+
+class UnwrapOnlyTopLevel(Mutant):
+    """The receive path opens a top-level PickleWrapper but not wrapper fields (R-PW-3)."""
+
+    kind = "wrapper"
+
+    def unwrap(self, obj: Any) -> Any:
+        return super().unwrap(obj) if type(obj).__name__ == "PickleWrapper" else obj
+
+
+class GuessesWrappersFromValues(Mutant):
+    """Every dict value is wrapped, whatever the field's declared type (R-PW-2)."""
+
+    kind = "wrapper"
+
+    def encode_object(self, obj: Any, transport: str) -> Any:
+        if transport != "msgpack" or not isinstance(obj, msgspec.Struct):
+            return obj
+        wrapper = self._module.PickleWrapper
+        return msgspec.structs.replace(obj, **{n: wrapper(pickle.dumps(getattr(obj, n)))
+                                               for n in obj.__struct_fields__ if type(getattr(obj, n)) is dict})
+
+
+class UntrustedReceiveUnpicklesAllowListed(Mutant):
+    """The untrusted receive path opens wrappers through the allow-listed unpickler (R-PW-5:
+    no pickle at all for untrusted peers)."""
+
+    kind = "wrapper"
+
+    def receive(self, data: bytes, transport: str) -> Any:
+        return self._codec.decode(data, transport, allow_pickle=True)
+
+
+class UntrustedReceiveUnpickles(Mutant):
+    """The untrusted receive path calls pickle.loads on wrapper bytes (R-PW-5)."""
+
+    kind = "wrapper"
+
+    def receive(self, data: bytes, transport: str) -> Any:
+        obj = self._codec.decode(data, transport, unwrap_wrappers=False)
+        return deep_map(obj, lambda v: pickle.loads(v.data) if type(v).__name__ == "PickleWrapper" else v)
+
+
+# -- decoder ----------------------------------------------------------------------------------
+class _Decoded(Mutant):
+    """Decoder bug applied to every node of the decoded value."""
+
+    kind = "decoder"
+
+    def node(self, value: Any) -> Any:
+        return value
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        return deep_map(super().decode(data, transport), self.node)
+
+
+class IntegralFloatsDecodedAsInts(_Decoded):
+    """Integral floats arrive as ints (int/float confusion)."""
+
+    def node(self, value: Any) -> Any:
+        return int(value) if type(value) is float and math.isfinite(value) and value.is_integer() else value
+
+
+class BoolsDecodedAsInts(_Decoded):
+    """Bools arrive as ints."""
+
+    def node(self, value: Any) -> Any:
+        return int(value) if type(value) is bool else value
+
+
+class TuplesDecodedAsLists(_Decoded):
+    """Tuple fields arrive as lists."""
+
+    def node(self, value: Any) -> Any:
+        return list(value) if type(value) is tuple else value
+
+
+class ArraysDecodedAsLists(_Decoded):
+    """array.array values arrive as lists of ints."""
+
+    def node(self, value: Any) -> Any:
+        return list(value) if isinstance(value, array.array) else value
+
+
+class EmptyListsDecodedAsNone(_Decoded):
+    """Empty lists arrive as None."""
+
+    def node(self, value: Any) -> Any:
+        return None if type(value) is list and not value else value
+
+
+class TopLevelStrDecodedAsBytes(Mutant):
+    """A top-level str arrives as bytes (R-MSG-6)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        value = super().decode(data, transport)
+        return value.encode() if type(value) is str else value
+
+
+class TopLevelNoneRefused(Mutant):
+    """A top-level None cannot be sent (R-MSG-6)."""
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        if obj is None and transport == "msgpack":
+            raise TypeError("Cannot serialize object of type <class 'NoneType'>")
+        return super().encode(obj, transport)
+
+
+_TRAILING = re.compile(r"trailing characters \(byte (\d+)\)")
+
+
+def _first_object_length(data: bytes) -> int:
+    """Bytes taken by the first msgpack object (for a decoder that stops there)."""
+    try:
+        msgspec.msgpack.decode(data)
+    except msgspec.DecodeError as exc:
+        found = _TRAILING.search(str(exc))
+        if found:
+            return int(found.group(1))
+    return len(data)
+
+
+class IgnoresTrailingBytes(Mutant):
+    """Bytes after the first msgpack object are ignored instead of refused (R-MSG-11)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        if transport == "msgpack":
+            data = bytes(data)[:_first_object_length(bytes(data))]
+        return super().decode(data, transport)
+
+
+def _unchecked(cls: type, items: list) -> Any:
+    """An instance of cls holding items as they came, with none of msgspec's checks."""
+    value = cls.__new__(cls)
+    for field, item in zip(msgspec.structs.fields(cls), items):
+        setattr(value, field.name, item)
+    return value
+
+
+class DefaultsForRequiredFields(Mutant):
+    """A short array decodes with None for missing required fields (R-MSG-5)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        try:
+            return super().decode(data, transport)
+        except Exception:
+            if transport != "msgpack":
+                raise
+            raw = read(bytes(data))
+            if not _is_tag_array(raw) or raw[0] not in self.classes():
+                raise
+            cls = self.classes()[raw[0]]
+            fields = msgspec.structs.fields(cls)
+            if len(raw) - 1 >= len(fields):
+                raise
+            return _unchecked(cls, [*raw[1:], *([None] * (len(fields) - len(raw) + 1))])
+
+
+class UnknownTagDecodesAsNone(Mutant):
+    """A tag that is not in the union decodes to None instead of failing (R-MSG-5)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        try:
+            return super().decode(data, transport)
+        except Exception as exc:
+            if transport == "msgpack" and "tag" in str(exc).lower():
+                return None
+            raise
+
+
+class WrongElementTypeKeptAsIs(Mutant):
+    """An element of the wrong type is kept as sent instead of failing the decode (R-MSG-5)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        try:
+            return super().decode(data, transport)
+        except Exception:
+            if transport != "msgpack":
+                raise
+            raw = read(bytes(data))
+            if not _is_tag_array(raw) or raw[0] not in self.classes():
+                raise
+            return _unchecked(self.classes()[raw[0]], raw[1:])
+
+
+class RequiresCanonicalBytes(Mutant):
+    """The decoder refuses bytes that are not in the canonical form (float 32, wide ints, R-VEC-2)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        if transport == "msgpack" and write(read(bytes(data))) != bytes(data):
+            raise ValueError("msgpack decode: not in canonical form")
+        return super().decode(data, transport)
+
+
+def _message_fields(self: Mutant, data: bytes) -> tuple[Any, Any]:
+    raw = read(bytes(data))
+    cls = self.classes().get(raw[0]) if _is_tag_array(raw) else None
+    return raw, cls
+
+
+class RefusesShortArrays(Mutant):
+    """A message array shorter than the field count is refused, defaults or not (R-MSG-5)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        if transport == "msgpack":
+            raw, cls = _message_fields(self, data)
+            if cls is not None and len(raw) - 1 < len(msgspec.structs.fields(cls)):
+                raise ValueError(f"msgpack decode: {raw[0]}: expected {len(msgspec.structs.fields(cls))} fields")
+        return super().decode(data, transport)
+
+
+class RefusesExtraElements(Mutant):
+    """Elements after the last known field fail the decode (R-MSG-5: ignore them)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        if transport == "msgpack":
+            raw, cls = _message_fields(self, data)
+            if cls is not None and len(raw) - 1 > len(msgspec.structs.fields(cls)):
+                raise ValueError(f"msgpack decode: {raw[0]}: unexpected elements after the last field")
+        return super().decode(data, transport)
+
+
+class RefusesIntsForFloats(Mutant):
+    """An int in a float field fails the decode (R-VAL-2: decoders accept it)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        if transport == "msgpack":
+            raw, cls = _message_fields(self, data)
+            if cls is not None:
+                for field, item in zip(msgspec.structs.fields(cls), raw[1:]):
+                    if field.type in (float, Optional[float]) and type(item) is int:
+                        raise ValueError(f"msgpack decode: {raw[0]}.{field.name}: Expected `float`, got `int`")
+        return super().decode(data, transport)
+
+
+class DuplicateKeysFirstWins(Mutant):
+    """A map with a duplicate key keeps the first value (R-VAL-6: refuse, or keep the last)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        if transport == "msgpack":
+            from conformance.schema import wire_form
+
+            def first_wins(item: Any) -> Any:
+                if item.kind != "map":
+                    return item
+                seen, items = set(), []
+                for k, v in zip(item.items[::2], item.items[1::2]):
+                    if (k.kind, k.value) not in seen:
+                        seen.add((k.kind, k.value))
+                        items += [k, v]
+                return wire_form.Item("map", items=tuple(items))
+            data = wire_form.write(wire_form.rewrite(wire_form.parse(bytes(data)), first_wins))
+        return super().decode(data, transport)
+
+
+class BigEndianNdarraysConverted(Mutant):
+    """Big-endian ndarrays are converted to little-endian before sending (R-EXT-6: sent as they are)."""
+
+    def encode_object(self, obj: Any, transport: str) -> Any:
+        return deep_map(obj, lambda v: v.astype(v.dtype.newbyteorder("<"))
+                        if isinstance(v, np.ndarray) and v.dtype.byteorder == ">" else v)
+
+
+class NdarraysDecodedNative(_Decoded):
+    """Received ndarrays are converted to the host's byte order (R-EXT-6: the dtype string is kept)."""
+
+    def node(self, value: Any) -> Any:
+        return value.astype(value.dtype.newbyteorder("=")) if isinstance(value, np.ndarray) and \
+            value.dtype.byteorder == ">" else value
+
+
+class UnknownExtRefused(Mutant):
+    """Extension codes it does not know fail the decode instead of staying opaque (R-EXT-4)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        value = super().decode(data, transport)
+        found = []
+        deep_map(value, lambda v: found.append(v) if isinstance(v, msgspec.msgpack.Ext) else v)
+        if found:
+            raise ValueError(f"unknown extension code {found[0].code}")
+        return value
+
+
+class TensorRawLengthUnchecked(Mutant):
+    """A tensor whose raw bytes do not match shape x itemsize is padded or cut to fit (R-EXT-3)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+
+        original = ext.restore_tensor
+
+        def lenient(metadata: Any, raw: Any) -> torch.Tensor:
+            try:
+                dtype = ext.torch_dtype(metadata[1])
+                need = math.prod(metadata[0]) * dtype.itemsize
+                raw = bytes(raw)[:need].ljust(need, b"\0")
+            except Exception:
+                pass
+            return original(metadata, raw)
+        with patched(ext, "restore_tensor", lenient):
+            return super().decode(data, transport)
+
+
+class TensorDeviceIgnored(Mutant):
+    """Every tensor is restored on the CPU, whatever device it names (R-TEN-3)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+
+        with patched(ext, "_to_device", lambda tensor, device: tensor):
+            return super().decode(data, transport)
+
+
+class TensorSharesReceiveBuffer(Mutant):
+    """A received tensor is a view of the message buffer, not its own memory (R-TEN-5)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+
+        original = ext.restore_tensor
+
+        def shared(metadata: Any, raw: Any) -> torch.Tensor:
+            tensor = original(metadata, raw)
+            if tensor.numel() and isinstance(raw, memoryview) and not raw.readonly:
+                return torch.frombuffer(raw, dtype=tensor.dtype).view(tensor.shape)
+            return tensor
+        with patched(ext, "restore_tensor", shared):
+            return super().decode(data, transport)
+
+
+# -- transports, sockets, top-level union ---------------------------------------------------
+class PickleNormalizesLikeMsgpack(Mutant):
+    """The pickle transport sends enum members as their values and sets as lists, as msgpack
+    does in Any positions (R-NORM-2: no other normalizations)."""
+
+    kind = "transport"
+
+    @staticmethod
+    def _plain(value: Any) -> Any:
+        if isinstance(value, enum.Enum):
+            return value.value
+        return list(value) if type(value) in (set, frozenset) else value
+
+    def encode_object(self, obj: Any, transport: str) -> Any:
+        return deep_map(obj, self._plain) if transport == "pickle" else obj
+
+
+class SplitsMessageIntoFrames(Mutant):
+    """A message is sent as two ZeroMQ frames (R-TRN-2: one message, one frame)."""
+
+    kind = "transport"
+
+    def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
+        if zero_copy:
+            return super().send(sock, obj, transport, zero_copy=True)
+        data = self.encode(obj, transport)
+        sock.send_multipart([data[:1], data[1:]])
+
+
+class CustomTypesNotInUnion(Mutant):
+    """Types registered for the union (hook_custom_types, e.g. KvMetrics) are left out (R-MSG-7)."""
+
+    kind = "catalogue"
+
+    def _custom(self) -> set[str]:
+        return {t.__name__ for t in getattr(self._module, "CUSTOM_MESSAGE_TYPES", ())}
+
+    def message_types(self) -> tuple:
+        return tuple(t for t in super().message_types() if t.__name__ not in self._custom())
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        value = super().decode(data, transport)
+        if type(value).__name__ in self._custom():
+            raise ValueError(f"Invalid value '{type(value).__name__}': not in the union")
+        return value
+
+
+
+
+class NoBug(_WireNodes):
+    """Control, not a mutant: every message goes through the untyped read and the writer
+    unchanged, so a caught mutant is caught for its bug, not for the rewriting."""
+
+
+#: Every mutant, in report order (the control NoBug is not one).
+MUTANTS: tuple[type[Mutant], ...] = tuple(
+    cls for cls in list(globals().values())
+    if isinstance(cls, type) and issubclass(cls, Mutant) and not cls.__name__.startswith("_")
+    and cls not in (Mutant, NoBug)
+)
