@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator, Optional
 
 PRIMITIVES = ("int", "float", "bool", "str", "bytes", "None")
 LEAVES = ("Any", "Tensor", "NDArray")
@@ -70,7 +70,17 @@ def canonical(t: T) -> T:
     return T(t.kind, args, t.values, t.name)
 
 
-def render(t: T) -> str:
+def render(t: T, *, leaf: Callable[[T], Optional[str]] = lambda t: None,
+           literal: Callable[[Any], str] = json.dumps) -> str:
+    """The type expression of a node. ``leaf`` may spell a node its own way (codegen spells
+    Python annotations: torch.Tensor, array); ``literal`` spells a Literal's values."""
+    own = leaf(t)
+    if own is not None:
+        return own
+
+    def sub(a: T) -> str:
+        return render(a, leaf=leaf, literal=literal)
+
     k = t.kind
     if k in PRIMITIVES or k in LEAVES:
         return k
@@ -79,19 +89,19 @@ def render(t: T) -> str:
     if k == "Array":
         return f"Array[{t.name}]" if t.name else "Array"
     if k in CONTAINERS:
-        return f"{k}[{', '.join(render(a) for a in t.args)}]"
+        return f"{k}[{', '.join(sub(a) for a in t.args)}]"
     if k == "VarTuple":
-        return f"Tuple[{render(t.args[0])}, ...]"
+        return f"Tuple[{sub(t.args[0])}, ...]"
     if k == "Tuple":
-        return f"Tuple[{', '.join(render(a) for a in t.args)}]" if t.args else "Tuple[()]"
+        return f"Tuple[{', '.join(sub(a) for a in t.args)}]" if t.args else "Tuple[()]"
     if k == "Literal":
-        return f"Literal[{', '.join(json.dumps(v) for v in t.values)}]"
+        return f"Literal[{', '.join(literal(v) for v in t.values)}]"
     if k == "Union":
         rest = [a for a in t.args if a.kind != "None"]
         if len(rest) < len(t.args):
             inner = rest[0] if len(rest) == 1 else T("Union", tuple(rest))
-            return f"Optional[{render(inner)}]"
-        return f"Union[{', '.join(render(a) for a in t.args)}]"
+            return f"Optional[{sub(inner)}]"
+        return f"Union[{', '.join(sub(a) for a in t.args)}]"
     raise ValueError(f"cannot render type node {t!r}")
 
 
