@@ -1,9 +1,9 @@
 """Golden vectors: the live encoder against golden/ (syrupy, single-file extensions).
 
-`pytest tests/test_golden.py --snapshot-update` (or `ipc-conformance golden update`)
-rewrites golden/<manifest>/ and deletes unused files; a plain run fails on any changed,
-missing or unused golden file, and CI never updates. The file formats are in
-spec/SPEC.md ("Vector files").
+A run fails on any changed, missing or unused golden file. One command rewrites them,
+`ipc-conformance golden update` (tox -e golden-update), so a reviewer reads one kind of diff:
+`--snapshot-update` here refuses instead of writing. The file formats are in spec/SPEC.md
+("Vector files").
 """
 
 from __future__ import annotations
@@ -15,12 +15,18 @@ import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from conformance.schema.golden import INDEX, UPDATE_COMMAND, cases, manifest_digest, read_index
-from conformance.schema.golden.store import expected_files, index_text
+from conformance.schema.golden.store import check, expected_files, index_text
 from conformance.schema.manifest import bundled_manifests, load_manifest
 from conformance.paths import golden_dir
 
 MANIFESTS = bundled_manifests()
 pytestmark = pytest.mark.filterwarnings("ignore:(?s).*Can not relate snapshot:UserWarning")
+
+
+@pytest.fixture(autouse=True)
+def _one_writer(request):
+    if request.config.getoption("--snapshot-update", default=False):
+        pytest.fail(f"golden files are rewritten by one command only: `{UPDATE_COMMAND}`", pytrace=False)
 
 
 class _GoldenFile(SingleFileSnapshotExtension):
@@ -64,7 +70,7 @@ def _assert_each(snapshot, extension, pairs) -> None:
     assert not failed, (
         f"{len(failed)} golden files differ from the live encoder: {', '.join(failed[:8])}"
         f"{' ...' if len(failed) > 8 else ''}. If the change is intended, review it and run "
-        f"`{UPDATE_COMMAND}` (or pytest tests/test_golden.py --snapshot-update)"
+        f"`{UPDATE_COMMAND}`"
     )
 
 
@@ -85,16 +91,11 @@ def test_golden_views(manifest_id, snapshot):
 
 
 @pytest.mark.parametrize("manifest_id", MANIFESTS)
-def test_index_matches_manifest(manifest_id, request):
+def test_index_matches_manifest(manifest_id):
     """The gate: a manifest changed without its golden files fails here, naming the command."""
     manifest = load_manifest(manifest_id)
     path = golden_dir() / manifest_id / INDEX
     want = index_text(manifest, cases(manifest))
-    if request.config.getoption("--snapshot-update", default=False):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if not path.exists() or path.read_text() != want:
-            path.write_text(want)
-        return
     index = read_index(manifest_id)
     assert index is not None, f"golden/{manifest_id}/ has no {INDEX}: run `{UPDATE_COMMAND} --manifest {manifest_id}`"
     assert index["manifest_sha256"] == manifest_digest(manifest), (
@@ -104,29 +105,11 @@ def test_index_matches_manifest(manifest_id, request):
     assert path.read_text() == want, f"golden/{manifest_id}/{INDEX} is stale: run `{UPDATE_COMMAND}`"
 
 
-def test_no_unused_golden_files(request):
-    """Files and folders under golden/ that no manifest case accounts for fail the run
-    (under --snapshot-update they are deleted, like syrupy's unused snapshots)."""
-    root = golden_dir()
-    expected = {m: set(expected_files(load_manifest(m))) for m in MANIFESTS}
-    unused = [p for p in sorted(root.iterdir()) if p.is_dir() and p.name not in expected]
-    for manifest_id, names in expected.items():
-        folder = root / manifest_id
-        if folder.is_dir():
-            unused += [p for p in sorted(folder.iterdir()) if not p.name.startswith(".") and p.name not in names]
-    if request.config.getoption("--snapshot-update", default=False):
-        for p in unused:
-            if p.is_dir():
-                for child in sorted(p.rglob("*"), reverse=True):
-                    child.unlink() if child.is_file() else child.rmdir()
-                p.rmdir()
-            elif p.exists():
-                p.unlink()
-        return
-    assert not unused, (
-        f"unused golden files: {', '.join(str(p.relative_to(root)) for p in unused[:8])}: "
-        f"delete them with `{UPDATE_COMMAND}` (or pytest tests/test_golden.py --snapshot-update)"
-    )
+def test_no_unused_golden_files():
+    """Files and folders under golden/ that no manifest case accounts for fail the run (like
+    syrupy's unused snapshots); `ipc-conformance golden update` deletes them."""
+    unused = [p for p in check() if p.kind == "unused"]
+    assert not unused, f"unused golden files: {', '.join(p.path for p in unused[:8])}: delete them with `{UPDATE_COMMAND}`"
 
 
 def test_every_struct_is_reached_by_a_vector():

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -194,9 +195,7 @@ def update(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = 
         path = root / problem.path
         if problem.kind == "unused":
             if path.is_dir():
-                for p in sorted(path.rglob("*"), reverse=True):
-                    p.unlink() if p.is_file() else p.rmdir()
-                path.rmdir()
+                shutil.rmtree(path)
             elif path.exists():
                 path.unlink()
     for manifest in _manifests(manifest_ids):
