@@ -337,17 +337,17 @@ def test_checks_that_need_a_missing_op_skip_before_sending_anything():
     each skips naming the op, and the testee has seen no request but the handshake."""
     import types as _types
 
-    from conformance.suite import test_mission, test_sockets
+    from conformance.suite import test_catalogue, test_http_base64, test_security, test_sockets, test_unwrap
 
     limited = SubprocessAdapter(f"{TESTEE} --ops decode,encode")
     ipc = _types.SimpleNamespace(adapter=limited, manifest=MANIFEST, classes=limited.classes(),
                                  instance=lambda struct, variant: cases(MANIFEST, [struct])[0].value())
     calls = [
-        ("unwrap", lambda: test_mission.test_receive_path_unwraps(ipc, "TokenizedGenerateReqInput", "msgpack")),
-        ("unwrap", lambda: test_mission.test_trace_context_survives_forwarding(ipc, "TokenizedGenerateReqInput", "msgpack")),
-        ("receive", lambda: test_mission.test_no_pickle_from_untrusted_peer(ipc, "field", Path("/nonexistent"))),
-        ("http", lambda: test_mission.test_http_base64_decodes(ipc, "UpdateWeightsFromTensorReqInput")),
-        ("define", lambda: test_mission.test_late_grandchild_decodes(ipc, "id")),
+        ("unwrap", lambda: test_unwrap.test_receive_path_unwraps(ipc, "TokenizedGenerateReqInput", "msgpack")),
+        ("unwrap", lambda: test_unwrap.test_trace_context_survives_forwarding(ipc, "TokenizedGenerateReqInput", "msgpack")),
+        ("receive", lambda: test_security.test_no_pickle_from_untrusted_peer(ipc, "field", Path("/nonexistent"))),
+        ("http", lambda: test_http_base64.test_http_base64_decodes(ipc, "UpdateWeightsFromTensorReqInput")),
+        ("define", lambda: test_catalogue.test_late_grandchild_decodes(ipc, "id")),
         ("socket", lambda: test_sockets.test_message_over_socket(ipc, "AbortReq", "msgpack", None)),
     ]
     try:

@@ -82,10 +82,10 @@ VARIANT = {"short": "minimal"}  # the minimal instance leaves its optional field
 def _rewritten(manifest_json: bytes, manifest_id: str) -> dict[str, bytes]:
     """'<Struct>.<form>' -> the rewritten vector, for every form that changes the bytes."""
     from conformance.schema.manifest.model import Manifest
-    from conformance.suite.test_golden import _vectors
+    from conformance.suite.vectors import golden_vectors
 
     manifest = msgspec.json.decode(manifest_json, type=Manifest)
-    paths = _vectors(manifest_json, manifest_id)  # empty when the vectors are stale
+    paths = golden_vectors(manifest_json, manifest_id)  # empty when the vectors are stale
     out = {}
     for spec in manifest.messages:
         if not spec.options.get("array_like"):
@@ -145,11 +145,11 @@ def _any_map_structs(ipc) -> list[str]:
 def _with_any_map(ipc, struct: str, replacement: Any) -> tuple[str, int, list, bytes]:
     """The struct's typical vector with its first Any-valued map replaced: (field name, its
     position in the array, the untyped tree, the bytes)."""
-    from conformance.suite.test_golden import _vector
+    from conformance.suite.vectors import golden_vector
 
     spec = ipc.manifest.structs[struct]
     position = next(i for i, f in enumerate(spec.fields, 1) if f.type in ANY_MAPS)
-    tree = read(_vector(ipc, struct, "typical"))
+    tree = read(golden_vector(ipc, struct, "typical"))
     tree[position] = replacement
     return spec.fields[position - 1].name, position, tree, write(tree)
 

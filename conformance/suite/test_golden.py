@@ -9,46 +9,18 @@ reference encoder, and the expected value is the canonical instance the vector w
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
 from conformance.schema import wire_form
 from conformance.compare import differences
 from conformance.plugin import check
-
-
-@lru_cache(maxsize=None)
-def _vectors(manifest_json: bytes, manifest_id: str) -> dict[tuple[str, str], Path]:
-    from conformance.schema.golden import manifest_digest, read_index
-    from conformance.schema.manifest.model import Manifest
-    from conformance.paths import golden_dir
-
-    import msgspec
-
-    index = read_index(manifest_id)
-    if index is None:
-        return {}
-    if index["manifest_sha256"] != manifest_digest(msgspec.json.decode(manifest_json, type=Manifest)):
-        return {}
-    folder = golden_dir() / manifest_id
-    return {(c["struct"], c["variant"]): folder / c["msgpack"] for c in index["cases"]}
-
-
-def _vector(ipc, struct: str, variant: str) -> bytes:
-    if "msgpack" not in ipc.transports:
-        pytest.skip("golden vectors are msgpack; this run does not check msgpack")
-    path = _vectors(ipc.manifest.to_json(), ipc.manifest.id).get((struct, variant))
-    if path is None:
-        pytest.skip(f"no golden vector for {ipc.manifest.id} {struct}.{variant} "
-                    "(run `ipc-conformance golden update` for a new bundled manifest)")
-    return path.read_bytes()
+from conformance.suite.vectors import golden_vector
 
 
 @check("Golden", per=("struct", "variant"), name="DecodesVector")
 def test_decodes_vector(ipc, struct, variant):
-    data = _vector(ipc, struct, variant)
+    data = golden_vector(ipc, struct, variant)
     decoded = ipc.adapter.decode(data, "msgpack")
     diffs = differences(ipc.instance(struct, variant), decoded)
     assert not diffs, (
@@ -59,7 +31,7 @@ def test_decodes_vector(ipc, struct, variant):
 
 @check("Golden", per=("struct", "variant"), level="Recommended", name="EncodesVector")
 def test_encodes_vector(ipc, struct, variant):
-    want = _vector(ipc, struct, variant)
+    want = golden_vector(ipc, struct, variant)
     got = ipc.adapter.encode(ipc.instance(struct, variant), "msgpack")
     if got != want:
         first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
@@ -75,7 +47,7 @@ def test_encodes_vector(ipc, struct, variant):
 def test_matches_vector(ipc, struct, variant):
     """The byte rules every encoder MUST follow (float 64, every field, tag first, ext layouts,
     enum values), checked on the implementation's own bytes, whatever their decoded value."""
-    want = wire_form.parse(_vector(ipc, struct, variant))
+    want = wire_form.parse(golden_vector(ipc, struct, variant))
     data = ipc.adapter.encode(ipc.instance(struct, variant), "msgpack")
     try:
         got = wire_form.parse(data)

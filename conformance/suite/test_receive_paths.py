@@ -18,7 +18,7 @@ import pytest
 
 from conformance.compare import differences
 from conformance.plugin import check
-from conformance.suite.test_mission import _no_wrapper_left, _wrapper_fields
+from conformance.suite.fields import find_wrappers, wrapper_fields
 
 #: What the tokenizer manager sends the data-parallel controller: tokenized requests (single and
 #: batch forms; they carry time stats) are routed to one rank, control messages broadcast.
@@ -55,7 +55,7 @@ def _sendable(ipc, value: Any) -> Any:
     routed_dp_rank 0, a rank every deployment has (the canonical 36 would be refused, R-DP-5)."""
     spec = ipc.manifest.structs.get(type(value).__name__) if isinstance(value, msgspec.Struct) else None
     if spec is not None:
-        opaque = set(_wrapper_fields(spec))
+        opaque = set(wrapper_fields(spec))
         for field in spec.fields:
             if field.name in opaque:
                 setattr(value, field.name, ipc.adapter.opaque_value(spec.name, field.name))
@@ -74,7 +74,7 @@ def _through(ipc, path: str, struct: str, transport: str) -> None:
     sent = _sendable(ipc, ipc.instance(struct, "typical"))
     expected = copy.deepcopy(sent)
     got = through(sent, transport)
-    left = _no_wrapper_left(got)
+    left = find_wrappers(got)
     assert not left, (f"the {path} receive path handed {struct} downstream with a PickleWrapper at "
                       f"{', '.join(left)} ({transport}): it did not unwrap (SPEC R-PW-3)")
     diffs = differences(expected, got)

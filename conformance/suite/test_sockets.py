@@ -12,6 +12,7 @@ import zmq
 from conformance.compare import differences
 from conformance.plugin import check
 from conformance.suite.capability import require
+from conformance.suite.fields import tensor_carrier
 
 BIG = 16 * 1024 * 1024  # bytes: large enough for ZeroMQ to send without copying
 
@@ -96,9 +97,7 @@ def test_buffer_reuse_after_zero_copy_send(ipc, transport, late_link):
     ZeroMQ still reads the caller's memory is caught every time, not only when the I/O
     threads happen to lose the race."""
     require(ipc, "socket")
-    from conformance.suite.test_mission import _tensor_carrier
-
-    struct, field = _tensor_carrier(ipc)
+    struct, field = tensor_carrier(ipc)
     sender, bind = late_link
     tensor = torch.arange(BIG // 4, dtype=torch.float32)
     value = ipc.instance(struct, "typical")

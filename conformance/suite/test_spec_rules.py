@@ -15,6 +15,7 @@ import pytest
 
 from conformance.schema.golden.catalogue import catalogue_for
 from conformance.plugin import check
+from conformance.suite.fields import tensor_carrier
 
 
 def _msgpack_only(ipc: Any) -> None:
@@ -174,14 +175,12 @@ def test_tensor_dtype_travels(ipc, dtype):
     dtype name and the raw bytes arrive unchanged."""
     import torch
 
-    from conformance.suite.test_mission import _tensor_carrier
-
     _msgpack_only(ipc)
     torch_dtype = getattr(torch, dtype, None)
     if not isinstance(torch_dtype, torch.dtype):
         pytest.skip(f"this runner's torch {torch.__version__} has no {dtype}")
     raw = _raw_for(dtype, TENSOR_DTYPES[dtype])
-    message, field = _tensor_carrier(ipc)
+    message, field = tensor_carrier(ipc)
     value = ipc.instance(message, "typical")
     setattr(value, field, [torch.frombuffer(bytearray(raw), dtype=torch_dtype)])
     catalogue = catalogue_for(ipc.manifest)

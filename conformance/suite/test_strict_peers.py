@@ -10,6 +10,7 @@ import pytest
 
 from conformance.plugin import check, harness_error
 from conformance.suite.capability import require
+from conformance.suite.fields import opaque_structs, wrapper_fields
 
 BENIGN = {"created": 1.5, "benign": True}
 
@@ -20,18 +21,16 @@ def _opened(value) -> bool:
 
 @check("Security", per=("case",), name="WrapperStaysClosed", cases={"case": lambda ipc: ["top_level", "field"]})
 def test_untrusted_wrapper_stays_closed(ipc, case):
-    from conformance.suite.test_mission import _opaque_structs, _wrapper_fields
-
     require(ipc, "receive")
     wrapper = ipc.classes["PickleWrapper"](data=pickle.dumps(BENIGN, protocol=4))
     if case == "top_level":
         message, field = wrapper, None
     else:
-        structs = _opaque_structs(ipc)
+        structs = opaque_structs(ipc)
         if not structs:
             pytest.skip("no message with a PickleWrapper field")
         message = ipc.instance(structs[0], "typical")
-        field = _wrapper_fields(ipc.manifest.structs[structs[0]])[0]
+        field = wrapper_fields(ipc.manifest.structs[structs[0]])[0]
         setattr(message, field, wrapper)
     data = ipc.adapter.encode(message, "msgpack")
     try:

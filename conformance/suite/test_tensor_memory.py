@@ -6,13 +6,12 @@ from __future__ import annotations
 import torch
 
 from conformance.plugin import check
+from conformance.suite.fields import tensor_carrier
 
 
 @check("TensorMemory", per=("transport",), name="OwnsMemory")
 def test_received_tensor_owns_its_memory(ipc, transport):
-    from conformance.suite.test_mission import _tensor_carrier
-
-    struct, field = _tensor_carrier(ipc)
+    struct, field = tensor_carrier(ipc)
     value = ipc.instance(struct, "typical")
     sent = torch.arange(64, dtype=torch.float32)
     setattr(value, field, [sent.clone()])
