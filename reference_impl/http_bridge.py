@@ -2,7 +2,8 @@
 
 JSON has no bytes type, so bytes fields marked ``Base64Bytes`` arrive as base64
 strings and are decoded strictly; a malformed string fails validation with the
-field's location. (Defect class 1: the struct migration once lost this.)
+field's location. (defect class: http-base64, docs/defect-classes.md: the struct
+migration once lost this.)
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The pydantic bridge (reference_impl.http_bridge): HTTP JSON validates into msgspec
-structs, bytes fields marked Base64Bytes arrive as base64 text (defect class 1)."""
+structs, bytes fields marked Base64Bytes arrive as base64 text (defect class: http-base64)."""
 
 from __future__ import annotations
 

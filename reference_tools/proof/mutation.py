@@ -19,7 +19,7 @@ from reference_tools.proof.runs import Job, run_batches, snapshot
 
 MUTATION_DOC = data_root() / "docs" / "mutation.md"
 DEFECTIVE_MODULE = "tests.defective_adapters"
-#: tests/defective_adapters.py: the defect classes of the original brief, mutants too
+#: tests/defective_adapters.py: one adapter per defect class (docs/defect-classes.md), mutants too
 DEFECTIVE = ("NoBase64", "ForgetsUnwrap", "NarrowLogprobs", "DropsTraceUnderMsgpack", "NoTopLevelStr",
              "UnpicklesWireBytes", "UpcastsBfloat16", "KeepsRequiresGradUnderPickle", "NoLateSubclasses",
              "NarrowRids", "UntypedDecode", "UnsafeZeroCopy", "ReorderedFields")
@@ -120,7 +120,7 @@ def render(results: Sequence[MutantResult], seconds: float, selection: Optional[
         "(its hypothesis draws take about 80% of a run); a mutant that survives it runs again against "
         "the whole suite, `Generated` included (profile ci). A mutant is **caught** when at least one "
         "Required check fails. Mutants: `reference_tools/proof/mutants.py` (one realistic bug each) and "
-        "the defect classes of `tests/defective_adapters.py`.",
+        "one adapter per defect class (docs/defect-classes.md) from `tests/defective_adapters.py`.",
         "",
         f"**Score: {caught}/{len(results)} caught ({score:.1f}%)** — {len(results) - caught} survived; "
         f"run took {seconds / 60:.1f} min" + (f" (selection `-k {selection}`)" if selection else "") + ".",

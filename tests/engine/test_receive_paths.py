@@ -1,5 +1,6 @@
 """The engine's receive paths as the suite drives them (reference_impl/engine/receive_paths.py), and
-proof that the ReceivePath checks fail when a receive path skips the unwrap (issue #8)."""
+proof that the ReceivePath checks fail when a receive path skips the unwrap
+(defect class: missing-unwrap)."""
 
 from __future__ import annotations
 

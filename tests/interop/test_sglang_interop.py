@@ -101,7 +101,7 @@ def test_wrapped_fields_open_on_the_other_side(name, ref, sgl):
 
 
 def test_upstream_cannot_send_top_level_str(sgl, ref):
-    """Defect class 5 in SGLang 0.5.23: a top-level str is refused (the reference sends it)."""
+    """SGLang 0.5.23 has defect class: top-level-primitive: a top-level str is refused (the reference sends it)."""
     with pytest.raises(TypeError):
         sgl.encode("hello", "msgpack")
     assert ref.decode(ref.encode("hello", "msgpack"), "msgpack") == "hello"
