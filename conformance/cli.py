@@ -117,6 +117,29 @@ def _schema_diff(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _schema_verify(args: argparse.Namespace) -> int:
+    from itertools import combinations
+
+    from conformance.schema.evolution import render_text, verify
+    from conformance.schema.manifest import bundled_manifests, load_manifest
+
+    if args.all:
+        pairs = [(load_manifest(a), load_manifest(b)) for a, b in combinations(bundled_manifests(), 2)]
+    elif args.old and args.new:
+        pairs = [(_diff_side(args.old), _diff_side(args.new))]
+    else:
+        print("error: give OLD and NEW, or --all", file=sys.stderr)
+        return 2
+    contradicted = 0
+    for old, new in pairs:
+        result = verify(old, new)
+        sys.stdout.write(render_text(result, every=args.every))
+        contradicted += len(result.contradictions())
+    if contradicted:
+        print(f"schema verify: {contradicted} exchange(s) contradict the schema diff", file=sys.stderr)
+    return 1 if contradicted else 0
+
+
 def _golden(args: argparse.Namespace) -> int:
     from conformance.schema.golden import check, update
 
@@ -196,6 +219,13 @@ def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
                     help="for live:<module>: import this module first (registers custom types); repeatable")
     sd.add_argument("--union-attr", default="_all_types", help="for live:<module>: the union attribute")
     sd.set_defaults(func=_schema_diff)
+    sv = schema.add_parser("verify", help="check the diff's verdicts against real bytes: decode each version's "
+                           "vectors with the other's structs (msgpack and pickle, both directions)")
+    sv.add_argument("old", nargs="?", help="manifest file, bundled id, reference, sglang")
+    sv.add_argument("new", nargs="?", help="the same kinds as OLD")
+    sv.add_argument("--all", action="store_true", help="every pair of bundled manifests (consecutive and transitive)")
+    sv.add_argument("--every", action="store_true", help="print every exchange, not only the silent ones")
+    sv.set_defaults(func=_schema_verify)
 
     golden = sub.add_parser("golden", help="golden vectors").add_subparsers(dest="golden_command", required=True)
     for name, text in (("update", "rewrite golden/ from the manifests (review the diff; CI never runs this)"),

@@ -1,0 +1,367 @@
+"""Schema diff verdicts checked against real bytes.
+
+    ipc-conformance schema verify OLD NEW [--transitive] [--all]
+
+For every message of two manifests, in both directions (backward: a NEW reader gets what
+an OLD writer sent; forward: an OLD reader gets what a NEW writer sent) and both
+transports, the writer's canonical vectors (minimal, typical, edge) are decoded with the
+reader's structs, generated from its manifest in-process:
+
+    msgpack  the writer's golden bytes, decoded by the reader's top-level decoder
+    pickle   pickle.dumps of the writer's value, loaded with every class the pickle names
+             looked up in the reader's catalogue under the module the manifest records
+
+Each exchange ends ok (the reader holds what the writer meant; fields the writer does not
+know hold their defaults), loud (the reader raises) or silent (the reader holds another
+value without an error: which field got which value). The diff's verdict for the message
+(its own changes and those of every struct and enum it reaches) must agree: a direction it
+allows must be ok on every vector, a direction it forbids must fail on at least one.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Callable, Iterable, Optional
+
+import msgspec
+
+from conformance.schema.diff import _DIRS, Change, Diff, diff, meet
+from conformance.schema.golden.catalogue import Catalogue, catalogue_for
+from conformance.schema.golden.view import to_view
+from conformance.schema.manifest import Manifest, T, parse
+from conformance.schema.values import VARIANTS, ValueBuilder
+
+__all__ = ["Exchange", "Verification", "DIRECTIONS", "TRANSPORTS", "OK", "LOUD", "SILENT",
+           "exchange", "reach", "render_text", "verify"]
+
+OK, LOUD, SILENT = "ok", "loud", "silent"
+DIRECTIONS = ("backward", "forward")  # backward: new reads old; forward: old reads new
+TRANSPORTS = ("msgpack", "pickle")
+_SHORT = 60
+
+
+@dataclass
+class Exchange:
+    """One message, one direction, one transport: what the bytes did and what the diff said."""
+
+    message: str
+    direction: str
+    transport: str
+    outcome: str  # ok | loud | silent
+    evidence: str  # the variant and what happened ("" when ok)
+    expected: str  # the diff's level for this message on this transport (FULL ... BREAKING)
+    rules: list[str] = field(default_factory=list)  # the diff rules behind a forbidden direction
+
+    @property
+    def allowed(self) -> bool:
+        return self.direction[0] in _DIRS[self.expected]
+
+    @property
+    def contradiction(self) -> Optional[str]:
+        """Why the bytes disagree with the diff, or None when they agree."""
+        if self.allowed and self.outcome != OK:
+            return f"the diff says {self.expected} but the bytes fail {self.outcome}: {self.evidence}"
+        if not self.allowed and self.outcome == OK:
+            return (f"the diff says {self.expected} ({', '.join(self.rules)}) but every vector "
+                    f"decodes into the value its writer meant")
+        return None
+
+    def line(self) -> str:
+        why = f"  [{', '.join(self.rules)}]" if self.rules else ""
+        text = f"{self.message} {self.direction} {self.transport}: {self.outcome}{why}"
+        return text + (f"\n      {self.evidence}" if self.evidence else "")
+
+
+@dataclass
+class Verification:
+    old: str
+    new: str
+    exchanges: list[Exchange]
+
+    def contradictions(self) -> list[Exchange]:
+        return [e for e in self.exchanges if e.contradiction]
+
+    def silent(self) -> list[Exchange]:
+        return [e for e in self.exchanges if e.outcome == SILENT]
+
+
+# -- what the diff says about one message -------------------------------------------
+def reach(manifest: Manifest, message: str) -> set[str]:
+    """The message and every struct and enum its fields reach, at any depth."""
+    seen: set[str] = set()
+    todo = [message]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        spec = manifest.structs.get(name)
+        if spec is not None:
+            todo += [r for f in spec.fields for r in parse(f.type).refs()]
+    return seen
+
+
+def _relevant(result: Diff, old: Manifest, new: Manifest, message: str) -> list[Change]:
+    subjects = reach(old, message) | reach(new, message)
+    return [c for c in result.changes if c.subject in subjects]
+
+
+# -- comparing what the reader holds with what the writer meant --------------------
+def _short(view: Any) -> str:
+    text = json.dumps(view, ensure_ascii=False, default=str)
+    return text if len(text) <= _SHORT else text[:_SHORT - 3] + "..."
+
+
+def _plain(view: Any) -> Any:
+    """A view with container kinds forgotten (the wire has one array type) and sets sorted."""
+    if isinstance(view, list):
+        return [_plain(v) for v in view]
+    if isinstance(view, dict):
+        if len(view) == 1 and next(iter(view)) in ("$tuple", "$set", "$frozenset"):
+            (key, items), = view.items()
+            items = [_plain(v) for v in items]
+            return sorted(items, key=json.dumps) if key != "$tuple" else items
+        return {k: _plain(v) for k, v in view.items()}
+    return view
+
+
+class _Compare:
+    """Walks the reader's view beside the writer's, naming the first field that differs."""
+
+    def __init__(self, reader: Catalogue, writer: Manifest) -> None:
+        self.reader, self.writer = reader, writer
+
+    def first_difference(self, got: Any, meant: Any, path: str) -> Optional[str]:
+        if isinstance(got, dict) and "$struct" in got and isinstance(meant, dict) and "$struct" in meant:
+            if got["$struct"] != meant["$struct"]:
+                return f"{path} is a {got['$struct']} where the writer sent a {meant['$struct']}"
+            return self._struct(got, meant, path)
+        if isinstance(got, list) and isinstance(meant, list) and len(got) == len(meant):
+            for i, (g, m) in enumerate(zip(got, meant)):
+                found = self.first_difference(g, m, f"{path}[{i}]")
+                if found:
+                    return found
+            return None
+        if _plain(got) != _plain(meant):
+            return f"{path} = {_short(got)} where the writer meant {_short(meant)}"
+        return None
+
+    def _struct(self, got: dict, meant: dict, path: str) -> Optional[str]:
+        name = got["$struct"]
+        reader_fields = [k for k in got if k != "$struct"]
+        writer_fields = [k for k in meant if k != "$struct"]
+        writer_spec = self.writer.structs.get(name)
+        shifted = writer_spec is not None and writer_spec.array_like
+        for i, fname in enumerate(reader_fields):
+            here = f"{path}.{fname}"
+            # array_like: the reader took position i, which the writer filled with its field i
+            source = writer_fields[i] if shifted and i < len(writer_fields) else None
+            renamed = (source and source not in got and writer_spec.fields[i].type == self._type(name, fname))
+            if fname in meant or renamed:
+                found = self.first_difference(got[fname], meant[fname if fname in meant else source], here)
+                if found and source and source != fname:
+                    found += f" (the value is the writer's {source} = {_short(meant[source])})"
+                if found:
+                    return found
+                continue
+            default = self._default(name, fname)
+            if default is not _OPAQUE and _plain(got[fname]) != _plain(default):
+                text = f"{here} = {_short(got[fname])} where the writer has no {fname} (default {_short(default)})"
+                if source:
+                    text += f" (the value is the writer's {source})"
+                return text
+        return None
+
+    def _type(self, struct: str, fname: str) -> str:
+        return self.reader.manifest.structs[struct].field(fname).type
+
+    def _default(self, struct: str, fname: str) -> Any:
+        cls = self.reader.classes[struct]
+        for info in msgspec.structs.fields(cls):
+            if info.name == fname:
+                if info.default is not msgspec.NODEFAULT:
+                    return to_view(info.default)
+                if info.default_factory in (list, dict, set, tuple, frozenset) or (
+                        isinstance(info.default_factory, type) and issubclass(info.default_factory, msgspec.Struct)):
+                    return to_view(info.default_factory())
+                return _OPAQUE
+        return _OPAQUE
+
+
+_OPAQUE = object()  # a default made fresh per instance (a uuid): any value will do
+
+
+# -- the two transports --------------------------------------------------------------
+class _ReaderUnpickler(pickle.Unpickler):
+    """Loads a pickle written with the writer's classes using the reader's: a class is named
+    by the module its manifest records (as the real implementation's pickle would name it)."""
+
+    def __init__(self, data: bytes, writer: Catalogue, reader: Catalogue) -> None:
+        super().__init__(io.BytesIO(data))
+        self.writer, self.reader = writer, reader
+        self.reader_modules = {s.module for s in reader.manifest.structs.values()} | {
+            e.module for e in reader.manifest.enums.values()}
+
+    def find_class(self, module: str, name: str) -> Any:
+        cls = self.writer.classes.get(name)
+        if cls is None or cls.__module__ != module:
+            return super().find_class(module, name)
+        spec = self.writer.manifest.structs.get(name) or self.writer.manifest.enums[name]
+        mine = self.reader.manifest.structs.get(name) or self.reader.manifest.enums.get(name)
+        if spec.module not in self.reader_modules:
+            raise ModuleNotFoundError(f"No module named {spec.module!r}")
+        if mine is None:
+            raise AttributeError(f"Can't get attribute {name!r} on <module {spec.module!r}>")
+        # The module still exists in the reader's version: the diff assumes it re-exports
+        # a class that moved away (rule class-moved).
+        return self.reader.classes[name]
+
+
+def _writer_value(writer: Catalogue, message: str, variant: str) -> Any:
+    return ValueBuilder(writer.manifest, writer.classes, variant).instance(message)
+
+
+@lru_cache(maxsize=None)
+def _golden_bytes(manifest_id: str, message: str, variant: str) -> Optional[bytes]:
+    from conformance.paths import golden_dir
+
+    path = golden_dir() / manifest_id / f"{message}.{variant}.msgpack"
+    return path.read_bytes() if path.exists() else None
+
+
+def _msgpack_bytes(writer: Catalogue, message: str, variant: str) -> bytes:
+    """The golden vector on disk; encoded now for a manifest without a golden folder."""
+    data = _golden_bytes(writer.manifest.id, message, variant)
+    return data if data is not None else writer.encode(_writer_value(writer, message, variant))
+
+
+def _error(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+
+
+def _arm(t: T, token: str) -> T:
+    """The arm of a union that a path step (an index or a key) goes into."""
+    if t.kind != "Union":
+        return t
+    arms = [a for a in t.args if a.kind != "None"]
+    return next((a for a in arms if a.kind in ("Ref", "List", "VarTuple", "Tuple", "Set", "FrozenSet")
+                 and token.isdigit()), arms[0] if arms else t)
+
+
+def _where(reader: Manifest, writer: Manifest, message: str, path: str, meant: Any) -> str:
+    """A msgspec error path ($[8][28]) as field names, with what the writer put there."""
+    t, node, names, source = T("Ref", name=message), meant, [message], ""
+    for index, key in re.findall(r"\[(\d+)\]|\.(\w+)", path):
+        token = index or key
+        t = _arm(t, token)
+        spec = reader.structs.get(t.name) if t.kind == "Ref" else None
+        if spec is not None:
+            wspec = writer.structs.get(spec.name)
+            pos = int(index) - (spec.tag is not None) if index and spec.array_like else None
+            if pos is None:
+                fields = [f for f in spec.fields if f.name == key]
+            else:
+                fields = spec.fields[pos:pos + 1] if pos >= 0 else []
+            if not fields:
+                break
+            f = fields[0]
+            wname = (wspec.fields[pos].name if wspec and pos is not None and pos < len(wspec.fields)
+                     else f.name)
+            names.append(f.name)
+            here = node.get(wname) if isinstance(node, dict) else None
+            source = (f" (position {pos}, where the writer put its {wname} = {_short(here)})"
+                      if pos is not None and wname != f.name else "")
+            node, t = here, parse(f.type)
+        elif t.kind in ("List", "VarTuple", "Set", "FrozenSet", "Tuple") and index:
+            items = node.get(next(iter(node)), []) if isinstance(node, dict) else node
+            node = items[int(index)] if isinstance(items, list) and int(index) < len(items) else None
+            t = t.args[0] if t.kind != "Tuple" else t.args[min(int(index), len(t.args) - 1)]
+            names[-1] += f"[{index}]"
+        else:
+            break
+    return ".".join(names) + source
+
+
+def exchange_once(writer: Catalogue, reader: Catalogue, message: str, variant: str, transport: str) -> tuple[str, str]:
+    """(outcome, evidence) for one canonical vector of one message."""
+    if transport == "msgpack":
+        data = _msgpack_bytes(writer, message, variant)
+        meant = to_view(writer.decode(data))
+        load: Callable[[], Any] = lambda: reader.decode(data)  # noqa: E731
+    else:
+        value = _writer_value(writer, message, variant)
+        meant, data = to_view(value), pickle.dumps(value)
+        load = lambda: _ReaderUnpickler(data, writer, reader).load()  # noqa: E731
+    try:
+        got = load()
+    except Exception as exc:  # the reader refused the bytes: a loud failure
+        text = _error(exc)
+        at = re.search(r"- at `(\$[^`]*)`", text)
+        if at:
+            text += f" = {_where(reader.manifest, writer.manifest, message, at.group(1), meant)}"
+        return LOUD, f"{variant}: {text}"
+    found = _Compare(reader, writer.manifest).first_difference(to_view(got), meant, message)
+    if found:
+        return SILENT, f"{variant}: {found}"
+    if transport == "pickle":
+        # pickle checks no types: a value the reader's own codec refuses is silently wrong
+        try:
+            reader.decode(reader.encode(got))
+        except Exception as exc:
+            return SILENT, f"{variant}: decoded without error into a {message} its own types reject: {_error(exc)}"
+    return OK, ""
+
+
+def exchange(writer: Catalogue, reader: Catalogue, message: str, transport: str) -> tuple[str, str]:
+    """The worst outcome over the canonical variants (silent over loud over ok) and its evidence."""
+    worst = (OK, "")
+    for variant in VARIANTS:
+        outcome, evidence = exchange_once(writer, reader, message, variant, transport)
+        if outcome == SILENT:
+            return outcome, evidence
+        if outcome == LOUD and worst[0] == OK:
+            worst = (outcome, evidence)
+    return worst
+
+
+# -- the whole check -------------------------------------------------------------------
+def verify(old: Manifest, new: Manifest, *, transports: Iterable[str] = TRANSPORTS) -> Verification:
+    result = diff(old, new)
+    cats = {"old": catalogue_for(old), "new": catalogue_for(new)}
+    exchanges = []
+    for message in sorted({s.name for s in old.messages} | {s.name for s in new.messages}):
+        changes = _relevant(result, old, new, message)
+        for direction in DIRECTIONS:
+            writer, reader = (cats["old"], cats["new"]) if direction == "backward" else (cats["new"], cats["old"])
+            sender = writer.manifest.structs.get(message)
+            if sender is None or sender.role != "message":
+                continue  # the writer's version cannot send it
+            for transport in transports:
+                level = meet(*(getattr(c, transport) for c in changes))
+                bad = [c.rule for c in changes if direction[0] not in _DIRS[getattr(c, transport)]]
+                outcome, evidence = exchange(writer, reader, message, transport)
+                exchanges.append(Exchange(message, direction, transport, outcome, evidence, level,
+                                          sorted(set(bad))))
+    return Verification(old.id, new.id, exchanges)
+
+
+def render_text(result: Verification, *, every: bool = False) -> str:
+    """Contradictions first, then every exchange that fails (every=True: all of them), then
+    the silent ones by name: those are the dangerous ones."""
+    ex = result.exchanges
+    counts = {o: sum(e.outcome == o for e in ex) for o in (OK, LOUD, SILENT)}
+    lines = [f"schema verify {result.old} -> {result.new}: {len(ex)} exchanges, "
+             f"{counts[OK]} ok, {counts[LOUD]} loud, {counts[SILENT]} silent; "
+             f"{len(result.contradictions())} contradict the diff"]
+    for e in result.contradictions():
+        lines.append(f"  CONTRADICTS THE DIFF: {e.line()}\n      {e.contradiction}")
+    lines += [f"  {e.line()}" for e in ex if (every or e.outcome != OK) and not e.contradiction]
+    silent = result.silent()
+    lines.append("  silently wrong: " + (", ".join(f"{e.message} {e.direction} {e.transport}" for e in silent)
+                                         if silent else "none"))
+    return "\n".join(lines) + "\n"

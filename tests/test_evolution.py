@@ -1,0 +1,152 @@
+"""Schema diff verdicts against real bytes: every bundled manifest pair, every field rule on a
+small catalogue, and a diff broken on purpose that the bytes catch."""
+
+from __future__ import annotations
+
+from itertools import combinations
+from pathlib import Path
+
+import pytest
+
+from conformance.cli import main
+from conformance.schema import evolution
+from conformance.schema.diff import BREAKING, FULL, Change, Diff
+from conformance.schema.diff import diff as real_diff
+from conformance.schema.evolution import LOUD, OK, SILENT, verify
+from conformance.schema.manifest import Default, Field, Manifest, StructSpec, bundled_manifests, load_manifest
+
+ROOT = Path(__file__).resolve().parents[1]
+PAIRS = list(combinations(bundled_manifests(), 2))
+# Every silent exchange between bundled releases (a reader holds another value without an
+# error). None today: every break between them is loud on the canonical vectors.
+KNOWN_SILENT: set[tuple[str, str, str, str, str]] = set()
+
+
+def test_bundled_pairs_cover_consecutive_and_transitive():
+    assert len(PAIRS) == 10 and ("sglang-0.5.19", "sglang-0.5.23") in PAIRS
+
+
+@pytest.mark.parametrize("old, new", PAIRS, ids=[f"{a}->{b}" for a, b in PAIRS])
+def test_bundled_pair_bytes_agree_with_the_diff(old, new):
+    result = verify(load_manifest(old), load_manifest(new))
+    assert not result.contradictions(), evolution.render_text(result)
+    silent = {(old, new, e.message, e.direction, e.transport) for e in result.silent()}
+    assert silent == {k for k in KNOWN_SILENT if k[:2] == (old, new)}, evolution.render_text(result)
+    # both directions and both transports of every message either version can send
+    assert {(e.direction, e.transport) for e in result.exchanges} == {
+        (d, t) for d in evolution.DIRECTIONS for t in evolution.TRANSPORTS}
+
+
+def test_field_inserted_in_0_5_22_fails_with_the_field_and_value_named():
+    result = verify(load_manifest("sglang-0.5.21"), load_manifest("sglang-0.5.22"))
+    by_key = {(e.message, e.direction, e.transport): e for e in result.exchanges}
+    backward = by_key["TokenizedGenerateReqInput", "backward", "msgpack"]
+    assert backward.outcome == LOUD and backward.rules == ["field-inserted"]
+    assert ("sampling_params.stop_regex_strs (position 28, where the writer put its stop_str_max_len = 0)"
+            in backward.evidence)
+    forward = by_key["TokenizedGenerateReqInput", "forward", "msgpack"]
+    assert "sampling_params.stop_str_max_len (position 28, where the writer put its stop_regex_strs = null)" \
+        in forward.evidence
+    # pickle peers: kw_only structs rebuild by keyword, new readers take old pickles
+    assert by_key["TokenizedGenerateReqInput", "backward", "pickle"].outcome == OK
+    assert "Unexpected keyword argument 'watermark'" in by_key["TokenizedGenerateReqInput", "forward", "pickle"].evidence
+    # the README shows this very decode
+    assert backward.evidence.split(": ", 1)[1] in (ROOT / "README.md").read_text()
+
+
+def test_class_moved_breaks_old_pickle_readers_only():
+    result = verify(load_manifest("sglang-0.5.22"), load_manifest("sglang-0.5.23"))
+    carriers = [e for e in result.exchanges if e.transport == "pickle" and "class-moved" in e.rules]
+    assert carriers and all(e.direction == "forward" and e.outcome == LOUD for e in carriers)
+    assert any("No module named 'sglang.srt.multimodal.modality'" in e.evidence for e in carriers)
+
+
+# -- every field rule on a one-message catalogue -----------------------------------------
+REQ, NONE = Default("required"), Default("value", value=None)
+
+
+def _f(name: str, type_: str = "int", default: Default = REQ) -> Field:
+    return Field(name=name, type=type_, default=default)
+
+
+def _manifest(version: str, *fields: Field) -> Manifest:
+    spec = StructSpec(name="M", module="m", fields=list(fields), tag="M",
+                      options={"array_like": True, "kw_only": True}, role="message")
+    # a version per case: generated catalogues are cached by manifest id
+    return Manifest(implementation="evo", version=version, module="m", structs={"M": spec}, union=["M", "int"])
+
+
+A = [_f("rid", "Optional[str]", NONE), _f("x")]
+ZERO = Default("value", value=0)
+FIELD_CASES = {
+    # rule: (new fields, {(direction, transport): outcome} that differ from ok)
+    "field-appended-with-default": (A + [_f("y", "int", ZERO)], {("forward", "pickle"): LOUD}),
+    "field-appended-without-default": (A + [_f("y")], {("backward", "msgpack"): LOUD, ("backward", "pickle"): LOUD,
+                                                       ("forward", "pickle"): LOUD}),
+    "field-inserted": ([A[0], _f("y", "int", ZERO), A[1]], {("backward", "msgpack"): LOUD,
+                                                            ("forward", "msgpack"): SILENT,
+                                                            ("forward", "pickle"): LOUD}),
+    "field-renamed": ([A[0], _f("z")], {("backward", "pickle"): LOUD, ("forward", "pickle"): LOUD}),
+    "type-widened": ([A[0], _f("x", "Optional[int]")], {("forward", "msgpack"): LOUD, ("forward", "pickle"): SILENT}),
+    "type-narrowed": ([A[0], _f("x", "Literal[1, 2]")], {("backward", "msgpack"): LOUD,
+                                                         ("backward", "pickle"): SILENT}),
+    "type-changed": ([A[0], _f("x", "str")], {("backward", "msgpack"): LOUD, ("backward", "pickle"): SILENT,
+                                              ("forward", "msgpack"): LOUD, ("forward", "pickle"): SILENT}),
+    "default-added": ([A[0], _f("x", "int", Default("value", value=3))], {}),
+    "field-removed-last": ([A[0]], {("backward", "pickle"): LOUD, ("forward", "msgpack"): LOUD,
+                                    ("forward", "pickle"): LOUD}),
+    "field-removed": ([A[1]], {("backward", "msgpack"): LOUD, ("backward", "pickle"): LOUD,
+                               ("forward", "msgpack"): LOUD}),
+}
+
+
+@pytest.mark.parametrize("rule", FIELD_CASES)
+def test_every_field_rule_agrees_with_the_bytes(rule):
+    fields, failing = FIELD_CASES[rule]
+    result = verify(_manifest(f"{rule}-old", *A), _manifest(f"{rule}-new", *fields))
+    assert not result.contradictions(), evolution.render_text(result)
+    assert {(e.direction, e.transport): e.outcome for e in result.exchanges if e.outcome != OK} == failing
+    assert all(e.rules == [rule] for e in result.exchanges if e.outcome != OK)
+
+
+def test_swapped_fields_of_one_type_are_silent_and_named():
+    old = _manifest("swap-old", _f("a", "str"), _f("b", "str"))
+    new = _manifest("swap-new", _f("b", "str"), _f("a", "str"))
+    result = verify(old, new)
+    assert not result.contradictions()
+    silent = {(e.direction, e.transport): e.evidence for e in result.silent()}
+    assert set(silent) == {("backward", "msgpack"), ("forward", "msgpack")}
+    assert silent["backward", "msgpack"] == (
+        'typical: M.b = "a-0" where the writer meant "b-1" (the value is the writer\'s a = "a-0")')
+
+
+# -- the check fails when the diff is wrong ----------------------------------------------
+def _relabelled(level: str):
+    def wrong_diff(old: Manifest, new: Manifest) -> Diff:
+        result = real_diff(old, new)
+        result.changes = [Change(c.rule, c.subject, c.detail, level, level, c.field) for c in result.changes]
+        return result
+    return wrong_diff
+
+
+def test_a_diff_that_calls_a_break_full_is_contradicted(monkeypatch):
+    monkeypatch.setattr(evolution, "diff", _relabelled(FULL))
+    result = verify(load_manifest("sglang-0.5.21"), load_manifest("sglang-0.5.22"))
+    bad = result.contradictions()
+    assert {e.message for e in bad} >= {"TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput"}
+    assert all("the diff says FULL but the bytes fail loud" in e.contradiction for e in bad)
+
+
+def test_a_diff_that_calls_a_harmless_change_breaking_is_contradicted(monkeypatch):
+    monkeypatch.setattr(evolution, "diff", _relabelled(BREAKING))
+    result = verify(_manifest("harmless-old", *A), _manifest("harmless-new", *A, _f("y", "int", ZERO)))
+    assert [(e.direction, e.transport) for e in result.contradictions()] == [
+        ("backward", "msgpack"), ("backward", "pickle"), ("forward", "msgpack")]
+
+
+def test_cli_verify(capsys):
+    assert main(["schema", "verify", "sglang-0.5.21", "sglang-0.5.22"]) == 0
+    out = capsys.readouterr().out
+    assert "0 contradict the diff" in out and "silently wrong: none" in out
+    assert "TokenizedGenerateReqInput backward msgpack: loud  [field-inserted]" in out
+    assert main(["schema", "verify"]) == 2
