@@ -568,10 +568,14 @@ def _unchecked(cls: type, items: list) -> Any:
     return value
 
 
-class DefaultsForRequiredFields(Mutant):
-    """A short array decodes with None for missing required fields (R-MSG-5)."""
+class _LenientDecoder(Mutant):
+    """A decoder bug: where the real decode of a msgpack message fails, take the message's
+    untyped items and let `lenient` build something of them (None: fail as the reference)."""
 
     kind = "decoder"
+
+    def lenient(self, cls: type, items: list) -> Any:
+        return None
 
     def decode(self, data: bytes, transport: str) -> Any:
         try:
@@ -582,11 +586,18 @@ class DefaultsForRequiredFields(Mutant):
             raw = read(bytes(data))
             if not _is_tag_array(raw) or raw[0] not in self.classes():
                 raise
-            cls = self.classes()[raw[0]]
-            fields = msgspec.structs.fields(cls)
-            if len(raw) - 1 >= len(fields):
+            value = self.lenient(self.classes()[raw[0]], raw[1:])
+            if value is None:
                 raise
-            return _unchecked(cls, [*raw[1:], *([None] * (len(fields) - len(raw) + 1))])
+            return value
+
+
+class DefaultsForRequiredFields(_LenientDecoder):
+    """A short array decodes with None for missing required fields (R-MSG-5)."""
+
+    def lenient(self, cls: type, items: list) -> Any:
+        missing = len(msgspec.structs.fields(cls)) - len(items)
+        return _unchecked(cls, [*items, *([None] * missing)]) if missing > 0 else None
 
 
 class UnknownTagDecodesAsNone(Mutant):
@@ -603,21 +614,11 @@ class UnknownTagDecodesAsNone(Mutant):
             raise
 
 
-class WrongElementTypeKeptAsIs(Mutant):
+class WrongElementTypeKeptAsIs(_LenientDecoder):
     """An element of the wrong type is kept as sent instead of failing the decode (R-MSG-5)."""
 
-    kind = "decoder"
-
-    def decode(self, data: bytes, transport: str) -> Any:
-        try:
-            return super().decode(data, transport)
-        except Exception:
-            if transport != "msgpack":
-                raise
-            raw = read(bytes(data))
-            if not _is_tag_array(raw) or raw[0] not in self.classes():
-                raise
-            return _unchecked(self.classes()[raw[0]], raw[1:])
+    def lenient(self, cls: type, items: list) -> Any:
+        return _unchecked(cls, items)
 
 
 class RequiresCanonicalBytes(Mutant):
