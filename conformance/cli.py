@@ -90,6 +90,9 @@ def _diff_side(spec: str, *, imports: Sequence[str] = (), union_attr: Optional[s
 
 # -- spec tools: schema diff, golden vectors, testee smoke (spec/SPEC.md, spec/testee.md) --
 def _schema_diff(args: argparse.Namespace) -> int:
+    import json
+    from dataclasses import asdict
+
     from conformance.schema.diff import older_manifests, render_json, render_text
 
     side = dict(imports=args.imports, union_attr=args.union_attr)
@@ -99,6 +102,15 @@ def _schema_diff(args: argparse.Namespace) -> int:
         olds += [m for m in older_manifests(new) if m.id not in {o.id for o in olds}]
     from conformance.schema.diff import diff
 
+    from conformance.schema import migration
+
+    if any(migration.is_dataclass_catalogue(m) for m in (new, *olds)):
+        # a catalogue from before the msgspec migration: what moving it costs, not wire rules
+        for old in olds:
+            report = migration.migration(old, new)
+            sys.stdout.write(json.dumps(asdict(report), indent=1) + "\n" if args.format == "json"
+                             else migration.render_text(report))
+        return 0
     results = [diff(old, new, modules=not args.ignore_modules) for old in olds]
     if args.format == "json":
         sys.stdout.write(render_json(results))

@@ -9,6 +9,7 @@ Structs of two implementations compare by tag and fields, enums by name and valu
 from __future__ import annotations
 
 import array
+import dataclasses
 import enum
 import struct
 from typing import Any
@@ -38,6 +39,10 @@ def _kind(value: Any) -> str:
 
 
 def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
+    if dataclasses.is_dataclass(a) and not isinstance(a, type) and type(a) is type(b):  # pre-msgspec catalogues
+        for f in dataclasses.fields(a):
+            _diff(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}", out)
+        return
     if isinstance(a, msgspec.Struct) and isinstance(b, msgspec.Struct):
         if type(a).__name__ != type(b).__name__:
             out.append(f"{path}: expected {_kind(a)}, got {_kind(b)}")

@@ -1,8 +1,10 @@
-"""Build a manifest from any importable module of msgspec IPC structs."""
+"""Build a manifest from any importable module of msgspec IPC structs, or of dataclasses
+(implementations from before the msgspec migration, which send them with pickle)."""
 
 from __future__ import annotations
 
 import array
+import dataclasses
 import enum
 import importlib
 import importlib.metadata
@@ -50,6 +52,8 @@ class _Extractor:
         self.structs: dict[str, type] = {}
         self.enums: dict[str, type] = {}
         self.queue: deque[type] = deque()
+        # Set for dataclass catalogues: classes with no wire form found while converting a field.
+        self.opaque: Optional[list[str]] = None
 
     # -- types ---------------------------------------------------------------
     def convert(self, tp: Any, where: str) -> tuple[T, list[str]]:
@@ -59,7 +63,10 @@ class _Extractor:
             base, *meta = typing.get_args(tp)
             notes = ["base64" for m in meta if type(m).__name__ == "Base64Bytes"]
             tp = base
-        return self.node(tp, where), notes
+        if self.opaque is not None:
+            self.opaque.clear()
+        node = self.node(tp, where)
+        return node, notes + sorted(set(self.opaque or ()))
 
     def node(self, tp: Any, where: str) -> T:
         if tp is Any or tp is object:
@@ -102,7 +109,7 @@ class _Extractor:
                 return T("Tuple")
             return T("Tuple", tuple(self.node(a, where) for a in args))
         if isinstance(tp, type):
-            if issubclass(tp, msgspec.Struct):
+            if issubclass(tp, msgspec.Struct) or dataclasses.is_dataclass(tp):
                 self.add_struct(tp)
                 return T("Ref", name=tp.__name__)
             if issubclass(tp, enum.Enum):
@@ -111,6 +118,11 @@ class _Extractor:
             leaf = _custom_leaf(tp, self.array_typecode)
             if leaf is not None:
                 return leaf
+            if self.opaque is not None:
+                # A dataclass catalogue sent with pickle may hold any Python object: record
+                # it as Any, and the class, for the migration report (it has no msgpack form).
+                self.opaque.append(f"python:{tp.__module__}.{tp.__qualname__}")
+                return T("Any")
         raise UnsupportedTypeError(f"{where}: unsupported type {tp!r}")
 
     # -- catalogue -----------------------------------------------------------
@@ -132,6 +144,8 @@ class _Extractor:
         self.enums[cls.__name__] = cls
 
     def struct_spec(self, cls: type, role: str) -> StructSpec:
+        if dataclasses.is_dataclass(cls):
+            return self.dataclass_spec(cls, role)
         cfg = cls.__struct_config__
         try:
             infos = msgspec.structs.fields(cls)
@@ -170,6 +184,27 @@ class _Extractor:
             role=role,
         )
 
+    def dataclass_spec(self, cls: type, role: str) -> StructSpec:
+        """A dataclass (implementations from before the msgspec migration, sent with pickle):
+        no tag, no msgpack form; options records dataclass=True."""
+        try:
+            hints = typing.get_type_hints(cls, include_extras=True)
+        except Exception as exc:
+            raise UnsupportedTypeError(f"{cls.__name__}: cannot resolve field types: {exc}") from exc
+        fields = []
+        for info in dataclasses.fields(cls):
+            where = f"{cls.__name__}.{info.name}"
+            node, notes = self.convert(hints[info.name], where)
+            fields.append(Field(name=info.name, type=render(node), annotations=notes,
+                                default=self.default(_DataclassDefault(info), node, where)))
+        params = cls.__dataclass_params__  # type: ignore[attr-defined]
+        options = {"array_like": False, "dataclass": True, "frozen": params.frozen, "eq": params.eq,
+                   "order": params.order,
+                   "kw_only": all(f.kw_only for f in dataclasses.fields(cls)) and bool(fields)}
+        base = next((b.__name__ for b in cls.__mro__[1:] if dataclasses.is_dataclass(b)), None)
+        return StructSpec(name=cls.__name__, module=cls.__module__, fields=fields, base=base,
+                          options={k: v for k, v in sorted(options.items()) if v or k == "array_like"}, role=role)
+
     def default(self, info: Any, node: T, where: str) -> Default:
         if info.default is not msgspec.NODEFAULT:
             value = info.default
@@ -187,12 +222,21 @@ class _Extractor:
             return Default("required")
         if factory in _FACTORIES:
             return Default("factory", factory=_FACTORIES[factory])
-        if isinstance(factory, type) and issubclass(factory, msgspec.Struct):
+        if isinstance(factory, type) and (issubclass(factory, msgspec.Struct) or dataclasses.is_dataclass(factory)):
             self.add_struct(factory)
             return Default("factory", factory=factory.__name__)
         # Any other callable (e.g. a fresh uuid per instance): the value is made by the
         # implementation at construction time and is never implied by the wire.
         return Default("factory", factory="opaque")
+
+
+class _DataclassDefault:
+    """A dataclass field's default in the shape of msgspec's field info."""
+
+    def __init__(self, info: dataclasses.Field) -> None:
+        missing = dataclasses.MISSING
+        self.default = msgspec.NODEFAULT if info.default is missing else info.default
+        self.default_factory = msgspec.NODEFAULT if info.default_factory is missing else info.default_factory
 
 
 def _all_subclasses(cls: type) -> Iterable[type]:
@@ -218,6 +262,29 @@ def _default_roots(module: types.ModuleType) -> list[type]:
         ):
             roots.append(obj)
     return roots
+
+
+def _dataclass_messages(module: types.ModuleType) -> list[type]:
+    """A catalogue from before the msgspec migration has no tags. The messages are the
+    dataclasses defined in the module that no other one derives from, except those that
+    only travel inside other messages: reached through a field, with no dataclass base."""
+    defined = [obj for obj in vars(module).values()
+               if isinstance(obj, type) and dataclasses.is_dataclass(obj) and obj.__module__ == module.__name__]
+    leaves = [c for c in defined if not any(d is not c and issubclass(d, c) for d in defined)]
+    reached: set[type] = set()
+    for cls in defined:
+        try:
+            hints = typing.get_type_hints(cls)
+        except Exception:
+            continue  # the extractor names the unresolvable field later
+        todo = list(hints.values())
+        while todo:
+            tp = todo.pop()
+            if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+                reached.add(tp)
+            todo += [a for a in typing.get_args(tp) if a is not Ellipsis]
+    return [c for c in leaves
+            if c not in reached or any(dataclasses.is_dataclass(b) for b in c.__mro__[1:])]
 
 
 def _dist_version(module_name: str) -> str:
@@ -252,10 +319,16 @@ def extract_with_classes(
     root_classes = [getattr(module, r) for r in roots] if roots else _default_roots(module)
     registered = [
         t for t in getattr(module, union_attr, ())
-        if isinstance(t, type) and issubclass(t, msgspec.Struct)
+        if isinstance(t, type) and (issubclass(t, msgspec.Struct) or dataclasses.is_dataclass(t))
     ]
+    dataclass_catalogue = not root_classes and not registered
+    if dataclass_catalogue:
+        registered = _dataclass_messages(module)
+        root_classes = [b for c in registered for b in c.__mro__[1:] if dataclasses.is_dataclass(b)]
 
     ex = _Extractor(array_typecode)
+    if dataclass_catalogue or any(dataclasses.is_dataclass(c) for c in [*root_classes, *registered]):
+        ex.opaque = []
     union: list[type] = []
     for root in root_classes:
         subs = list(_all_subclasses(root))

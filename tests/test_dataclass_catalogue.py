@@ -1,0 +1,106 @@
+"""Implementations from before the msgspec migration: a dataclass catalogue extracts, runs the
+suite pickle-only, and diffs against sglang-0.5.23 as a migration report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.cli import main
+from conformance.schema.manifest import load_manifest, save_manifest
+from conformance.schema.manifest.extract import extract
+from conformance.schema.migration import is_dataclass_catalogue, migration, render_text
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@pytest.fixture(scope="module")
+def fork():
+    sys.path.insert(0, str(FIXTURES))
+    try:
+        yield extract("dataclass_io_struct", implementation="dataclass-fork", version="0.4.0")
+    finally:
+        sys.path.remove(str(FIXTURES))
+
+
+def test_extract_reads_fields_types_defaults_and_inheritance(fork):
+    assert is_dataclass_catalogue(fork) and not is_dataclass_catalogue(load_manifest("sglang-0.5.23"))
+    roles = {s.name: s.role for s in fork.structs.values()}
+    assert roles == {"BaseReq": "base", "BaseBatchReq": "base", "SamplingParams": "nested", "SessionParams": "nested",
+                     "TokenizedGenerateReqInput": "message", "BatchTokenIDOutput": "message", "AbortReq": "message",
+                     "FlushCacheReqInput": "message", "ProfileReq": "message", "GetMemPoolSizeReq": "message"}
+    gen = fork.structs["TokenizedGenerateReqInput"]
+    assert gen.base == "BaseReq" and gen.tag is None and gen.options["dataclass"] and not gen.array_like
+    assert [f.name for f in gen.fields][:3] == ["rid", "input_text", "input_ids"]  # the base's field first
+    assert gen.field("rid").type == "Optional[Union[List[str], str]]" and gen.field("rid").default.kind == "value"
+    assert gen.field("input_ids").type == "List[int]" and gen.field("input_ids").default.kind == "required"
+    assert gen.field("sampling_params").type == "SamplingParams"
+    # a Python object with no wire form: recorded, not refused
+    assert gen.field("time_stats").type == "Optional[Any]"
+    assert gen.field("time_stats").annotations == ["python:dataclass_io_struct.RequestTimeStats"]
+    assert fork.structs["ProfileReq"].field("type").default.value == "START_PROFILE"
+    assert fork.structs["GetMemPoolSizeReq"].field("request_id").default.factory == "opaque"
+    assert fork.enums["ProfileReqType"].members == {"START_PROFILE": 1, "STOP_PROFILE": 2}
+
+
+def test_migration_report_against_sglang_0_5_23(fork):
+    report = migration(fork, load_manifest("sglang-0.5.23"))
+    assert report.only_source == {"message": ["GetMemPoolSizeReq"]}
+    assert "PickleWrapper" in report.only_target["wrapper"]
+    structs = {s.name: s for s in report.structs}
+    gen = structs["TokenizedGenerateReqInput"]
+    assert "input_ids: List[int] -> Optional[Array[q]]" in gen.retyped
+    assert "input_embeds: Optional[List[List[float]]]  (required: every sender must fill it)" in gen.added
+    assert "lora_path: Optional[str] = null" in gen.removed
+    assert structs["ProfileReq"].renamed == ["type -> req_type (ProfileReqType)"]
+    notes = {(n.struct, n.field): n for n in report.no_msgpack_form}
+    assert notes["TokenizedGenerateReqInput", "time_stats"].line() == (
+        "TokenizedGenerateReqInput.time_stats holds dataclass_io_struct.RequestTimeStats objects: "
+        "the target wraps it: Optional[PickleWrapper]")
+    assert notes["TokenizedGenerateReqInput", "mm_inputs"].target == "Optional[MultimodalProcessorOutput]"
+    text = render_text(report)
+    assert text.startswith("migration report dataclass-fork-0.4.0 (dataclasses, pickle) -> sglang-0.5.23")
+    assert "  ~ renamed?: type -> req_type (ProfileReqType)" in text
+
+
+def test_schema_diff_prints_the_migration_report(fork, tmp_path, capsys):
+    path = tmp_path / "fork.json"
+    save_manifest(fork, path)
+    assert main(["schema", "diff", str(path), "sglang-0.5.23"]) == 0
+    assert "fields with no msgpack form: 4" in capsys.readouterr().out
+    assert main(["schema", "diff", str(path), "sglang-0.5.23", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["only_source"] == {"message": ["GetMemPoolSizeReq"]}
+
+
+def _run(tmp_path: Path, adapter: str, fork) -> tuple[int, dict, str]:
+    manifest = tmp_path / "fork.json"
+    save_manifest(fork, manifest)
+    report = tmp_path / "results.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(FIXTURES), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", adapter, "--manifest", str(manifest),
+         "--report", str(report), "--expectations", os.devnull],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    return proc.returncode, json.loads(report.read_text()), proc.stdout + proc.stderr
+
+
+def test_a_pickle_only_implementation_runs_the_suite(tmp_path, fork):
+    rc, report, output = _run(tmp_path, "dataclass_adapter:DataclassAdapter", fork)
+    assert rc == 0, output[-3000:]
+    results = report["results"]
+    passed = [r["id"] for r in results if r["outcome"] == "passed"]
+    assert any(i.endswith(".pickle") for i in passed) and not any("msgpack" in i for i in passed)
+    assert not [r for r in results if r["outcome"] == "failed"]
+    golden = [r for r in results if r["id"].startswith("Required.Golden.")]
+    assert golden and all(r["outcome"] == "skipped" and "does not check msgpack" in r["message"] for r in golden)
+
+
+def test_a_broken_pickle_only_implementation_fails(tmp_path, fork):
+    rc, report, output = _run(tmp_path, "dataclass_adapter:DropsLastField", fork)
+    failed = [r["id"] for r in report["results"] if r["outcome"] == "failed"]
+    assert rc == 1 and any(".RoundTrip." in i and i.endswith(".pickle") for i in failed), output[-3000:]
