@@ -31,7 +31,7 @@ import torch
 from . import ext, io_struct, wire_scan
 from .errors import WireError
 from .io_struct import PickleWrapper
-from .pickle_wrapper import map_wrapped, opaque_fields, unwrap_value, wrap
+from .pickle_wrapper import nested_opaque_fields, map_wrapped, opaque_fields, unwrap_value, wrap
 
 __all__ = [
     "TRANSPORTS", "WireError", "decode", "decode_frames", "default_transport", "encode",
@@ -274,10 +274,11 @@ def _has_opaque_values(obj: Any) -> bool:
 
 
 def _deep_struct_copy(obj: Any) -> Any:
-    """Copy the struct skeleton along PickleWrapper-bearing fields only (leaves shared)."""
+    """Copy the struct skeleton along PickleWrapper-bearing fields only (leaves shared); a
+    value at a PickleWrapper-typed position is replaced whole by the wrap, so it is not copied."""
     if isinstance(obj, msgspec.Struct):
         new = copy.copy(obj)
-        for name in opaque_fields(type(obj)):
+        for name in nested_opaque_fields(type(obj)):
             value = getattr(obj, name)
             if value is not None:
                 msgspec.structs.force_setattr(new, name, _deep_struct_copy(value))

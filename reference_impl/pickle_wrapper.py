@@ -89,12 +89,15 @@ class AllowListUnpickler(pickle.Unpickler):
 
 
 def _is_data_class(obj: Any) -> bool:
-    """Structs, dataclasses and enums: constructing them runs no code of consequence."""
+    """Structs, dataclasses and enums: constructing them runs no code of consequence. A class
+    of ours may say the same of itself with ``__unpickle_safe__ = True`` in its own body (a
+    container whose constructor only decodes its argument with msgspec)."""
     import dataclasses
     import enum
 
     return isinstance(obj, type) and (
         issubclass(obj, (msgspec.Struct, enum.Enum)) or dataclasses.is_dataclass(obj)
+        or vars(obj).get("__unpickle_safe__") is True
     )
 
 
@@ -168,6 +171,13 @@ def _plan(cls: type, seen: frozenset = frozenset()) -> tuple[tuple[str, mi.Type]
 def opaque_fields(cls: type) -> tuple[str, ...]:
     """Fields of a struct whose values may hold a PickleWrapper (directly or nested)."""
     return tuple(name for name, _ in _plan(cls))
+
+
+@lru_cache(maxsize=None)
+def nested_opaque_fields(cls: type) -> tuple[str, ...]:
+    """The opaque fields a wrap walks *into* (a struct or container holding wrappers further
+    down); a field typed PickleWrapper itself is replaced whole, never modified in place."""
+    return tuple(name for name, t in _plan(cls) if not _is_wrapper_type(t))
 
 
 def map_wrapped(obj: Any, fn, struct: str = "", path: str = "") -> Any:

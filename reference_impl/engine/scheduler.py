@@ -50,7 +50,7 @@ from .runtime import run_child
 from .sampling import Logprobs, make_generator, sample
 from .tap import Tap
 from .tokenizer import ByteTokenizer
-from .tracing import ReqTimeStats, Tracing
+from .tracing import ReqTimeStats, TimeStatsBatch, Tracing
 
 logger = logging.getLogger(__name__)
 
@@ -443,7 +443,7 @@ class Scheduler:
             placeholder_tokens_val=None,
             retraction_counts=[0] * n,
             dp_ranks=[self.dp_rank] * n,
-            time_stats=stats if any(s is not None for s in stats) else None,
+            time_stats=TimeStatsBatch(stats) if any(s is not None for s in stats) else None,
         )
 
     # -- embeddings -----------------------------------------------------------------

@@ -172,7 +172,7 @@ def engine_step(struct: str, n: int) -> Callable[[Any], Any]:
     Reference only: what is inside a PickleWrapper is implementation-private."""
 
     def build(classes: Any) -> Any:
-        from reference_impl.engine.tracing import ReqTimeStats  # needs the serve extra (OpenTelemetry)
+        from reference_impl.engine.tracing import ReqTimeStats, TimeStatsBatch  # needs the serve extra (OpenTelemetry)
 
         def stats(rid: str, i: int) -> Any:
             s = ReqTimeStats(rid=rid, trace_carrier={"traceparent": f"00-{i:032x}-{i:016x}-01"})
@@ -183,7 +183,7 @@ def engine_step(struct: str, n: int) -> Callable[[Any], Any]:
             msg = generate_request(n)(classes)
             return msgspec.structs.replace(msg, time_stats=stats(msg.rid, 0))
         msg = (batch_token_id_output if struct == "BatchTokenIDOutput" else batch_str_output)(n, False)(classes)
-        return msgspec.structs.replace(msg, time_stats=[stats(rid, i) for i, rid in enumerate(msg.rids)])
+        return msgspec.structs.replace(msg, time_stats=TimeStatsBatch(stats(rid, i) for i, rid in enumerate(msg.rids)))
 
     return build
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pickletools
 import stat
 from array import array
 from pathlib import Path
 
+import msgspec
 import pytest
 import torch
 
@@ -21,9 +23,15 @@ from reference_impl.engine.model import KVCache, parameter_shapes
 from reference_impl.engine.sampling import sample
 from reference_impl.engine.tap import Tap, find_wrappers, read_tap
 from reference_impl.engine.tokenizer import ByteTokenizer
-from reference_impl.engine.tracing import ReqTimeStats, Tracing
+from reference_impl.engine.tracing import ReqTimeStats, TimeStatsBatch, Tracing
 from reference_impl.engine.weights import serialize_named_tensors
-from reference_impl.io_struct import FlushCacheReqOutput, PickleWrapper, SamplingParams, TokenizedGenerateReqInput
+from reference_impl.io_struct import (
+    BatchTokenIDOutput,
+    FlushCacheReqOutput,
+    PickleWrapper,
+    SamplingParams,
+    TokenizedGenerateReqInput,
+)
 
 TOK = ByteTokenizer()
 
@@ -216,6 +224,47 @@ def test_time_stats_ride_in_a_pickle_wrapper_and_keep_the_trace_carrier():
     with pytest.raises(codec.WireError):  # an untrusted receiver never unpickles it
         codec.decode(codec.encode(req, "msgpack"), "msgpack")
     assert tracing.carrier(None, header) == header
+
+
+def _step_output(stats: list) -> BatchTokenIDOutput:
+    n = len(stats)
+    return BatchTokenIDOutput(
+        rids=[f"r{i}" for i in range(n)], http_worker_ipcs=None, finished_reasons=[None] * n,
+        decoded_texts=[""] * n, decode_ids=[array("q", [i]) for i in range(n)], read_offsets=[0] * n,
+        output_ids=None, skip_special_tokens=[True] * n, spaces_between_special_tokens=[True] * n,
+        no_stop_trim=[False] * n, prompt_tokens=[1] * n, reasoning_tokens=[0] * n, completion_tokens=[1] * n,
+        cached_tokens=[0] * n, input_token_logprobs_val=None, input_token_logprobs_idx=None,
+        output_token_logprobs_val=None, output_token_logprobs_idx=None, input_top_logprobs_val=None,
+        input_top_logprobs_idx=None, output_top_logprobs_val=None, output_top_logprobs_idx=None,
+        input_token_ids_logprobs_val=None, input_token_ids_logprobs_idx=None,
+        output_token_ids_logprobs_val=None, output_token_ids_logprobs_idx=None, output_token_entropy_val=None,
+        output_token_sampling_mask=None, output_hidden_states=None, routed_experts=None, indexer_topk=None,
+        placeholder_tokens_idx=None, placeholder_tokens_val=None, retraction_counts=[0] * n, dp_ranks=[0] * n,
+        time_stats=TimeStatsBatch(stats))
+
+
+@pytest.mark.parametrize("transport", ["msgpack", "pickle"])
+def test_a_batch_of_time_stats_travels_as_one_blob_and_opens_to_typed_stats(transport):
+    stats = [ReqTimeStats(f"r{i}", {"created": 1.5 + i}, {"traceparent": f"00-{i:032x}-{i:016x}-01"})
+             for i in range(40)] + [None]
+    out = _step_output(stats)
+    data = codec.encode(out, transport)
+    assert out.time_stats == stats and type(out.time_stats) is TimeStatsBatch  # the sender's object kept
+    got = codec.decode(data, transport, allow_pickle=True)
+    assert type(got.time_stats) is TimeStatsBatch and got.time_stats == stats
+    assert all(type(s) is ReqTimeStats for s in got.time_stats[:-1])
+    if transport == "msgpack":
+        raw = codec.decode(data, "msgpack", allow_pickle=True, unwrap_wrappers=False)
+        # One global and one bytes argument: the trusted unwrap's opcode walk stays short.
+        assert len(list(pickletools.genops(bytes(raw.time_stats.data)))) < 16
+        with pytest.raises(codec.WireError, match="PickleWrapper refused"):
+            codec.decode(data, "msgpack")
+
+
+def test_time_stats_batch_refuses_a_blob_that_is_not_time_stats():
+    blob = msgspec.msgpack.encode([["rid", {"created": "not a float"}, {}, None]])
+    with pytest.raises(msgspec.ValidationError):
+        TimeStatsBatch(blob)
 
 
 def test_tap_records_frames_and_leftovers(tmp_path):
