@@ -8,7 +8,8 @@ from typing import Any, Mapping, Sequence
 
 from reference_impl.errors import WireError
 
-from conformance.adapters.base import Adapter, ReceivePath
+from conformance.adapters.base import OPTIONAL_CAPABILITIES, Adapter, ReceivePath
+from conformance.adapters.e2e import E2ERun, TappedMessage
 
 #: Scheduler ranks behind the controller in the receive-path checks: a broadcast reaches several.
 RECEIVE_PATH_DP_SIZE = 2
@@ -20,6 +21,7 @@ class ReferenceAdapter(Adapter):
     catalogue_module = "reference_impl.io_struct"
     catalogue_options = {"union_attr": "CUSTOM_MESSAGE_TYPES", "array_typecode": "q"}
     refusal_errors = (WireError,)  # the codec's one error, for every input it refuses
+    capabilities = OPTIONAL_CAPABILITIES  # every one: the reference is what the suite is checked on
 
     def __init__(self, *, engine_debug_skip_unwrap: Sequence[str] = ()) -> None:
         """engine_debug_skip_unwrap: test hook only (EngineConfig.debug_skip_unwrap): these engine
@@ -100,26 +102,10 @@ class ReferenceAdapter(Adapter):
             return rig.through_detokenizer(obj) if path == "detokenizer" else rig.through_tokenizer_manager(obj)
 
     def _through(self, path: str, obj: Any, transport: str) -> Any:
-        from conformance.compare import differences
-
+        """The controller's receive path: what it handed to dispatch; the schedulers': what each
+        rank handed on after the controller's broadcast (a list, rank by rank)."""
         with self._rig(transport) as rig:
-            if path == "controller":
-                return rig.through_controller(obj)
-            ranks = rig.through_scheduler(obj)
-        from reference_impl.engine.tap import find_wrappers
-
-        for rank, value in enumerate(ranks):
-            left = find_wrappers(value)
-            if left:
-                raise AssertionError(f"scheduler_{rank}'s receive path handed {type(obj).__name__} downstream with a "
-                                     f"PickleWrapper at {', '.join(left)} after the broadcast: it did not unwrap "
-                                     "(SPEC R-PW-3)")
-        for rank, other in enumerate(ranks[1:], 1):
-            diffs = differences(ranks[0], other)
-            if diffs:
-                raise AssertionError(f"after one broadcast, scheduler_{rank} handed on another {type(obj).__name__} "
-                                     f"than scheduler_0: " + "; ".join(diffs[:5]))
-        return ranks[0]
+            return rig.through_controller(obj) if path == "controller" else rig.through_scheduler(obj)
 
     def opaque_value(self, struct: str, field: str) -> Any:
         if field != "time_stats":
@@ -129,8 +115,24 @@ class ReferenceAdapter(Adapter):
         return ReqTimeStats(rid=f"{struct}-receive-path", stamps={"tokenizer_recv": 1.5},
                             trace_carrier=dict(TRACE_CARRIER), external_trace_header=dict(TRACE_CARRIER))
 
-    def launch_server(self, transport: str, dp_size: int, workdir: Path) -> Any:
-        from reference_tools.e2e.harness import ServerProcess
+    def decode_frames(self, frames: Sequence[bytes], transport: str) -> Any:
+        return self._codec.decode_frames(frames, transport, allow_pickle=True, unwrap_wrappers=False)
+
+    def run_e2e(self, transport: str, dp_size: int, workdir: Path) -> E2ERun:
+        """reference_tools.e2e.run_engine with this adapter's engine options, as facts for the suite."""
+        from reference_tools.e2e import ServerProcess, run_engine
+        from reference_tools.e2e.checks import CHAIN, EMBED_CHAIN, link_messages
+        from reference_tools.e2e.scenario import PARENT_SPAN, TRACE_IDS, comparable_results
 
         skip = [arg for process in self.engine_debug_skip_unwrap for arg in ("--debug-skip-unwrap", process)]
-        return ServerProcess(Path(workdir), transport, dp_size, extra_args=tuple(skip)).start()
+        run = run_engine(f"{transport}-dp{dp_size}", transport, dp_size,
+                         lambda: ServerProcess(Path(workdir), transport, dp_size, extra_args=tuple(skip)).start())
+        records = [TappedMessage(process=r.process, link=r.link, transport=r.transport, frames=list(r.frames),
+                                 delivered_type=r.delivered_type, leftover_wrappers=list(r.leftover_wrappers))
+                   for r in run.records]
+        return E2ERun(transport=transport, dp_size=dp_size, info=run.info, responses=run.scenario_results,
+                      comparable_responses=comparable_results(run.scenario_results) if not run.scenario_error else {},
+                      scenario_error=run.scenario_error, records=records, spans=run.spans, shutdown=run.shutdown,
+                      trace_ids=dict(TRACE_IDS), parent_span=PARENT_SPAN,
+                      trace_chains={kind: EMBED_CHAIN if kind == "encode" else CHAIN for kind in TRACE_IDS},
+                      link_messages=link_messages(dp_size))

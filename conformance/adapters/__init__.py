@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 
-from conformance.adapters.base import Adapter
+from conformance.adapters.base import CAPABILITIES, Adapter, unknown_capabilities
 
 ENTRY_POINT_GROUP = "ipc_conformance.adapters"
 
@@ -38,7 +38,11 @@ def load_adapter(spec: str) -> Adapter:
     adapter = target() if callable(target) and not isinstance(target, Adapter) else target
     if not isinstance(adapter, Adapter):
         raise TypeError(f"{spec} did not give a conformance.adapters.Adapter")
+    unknown = unknown_capabilities(adapter.capabilities)
+    if unknown:
+        raise ValueError(f"{adapter.label} declares capabilities {unknown} that are not in the vocabulary "
+                         f"({', '.join(sorted(CAPABILITIES))})")
     return adapter
 
 
-__all__ = ["Adapter", "BUILTIN", "ENTRY_POINT_GROUP", "load_adapter"]
+__all__ = ["CAPABILITIES", "Adapter", "BUILTIN", "ENTRY_POINT_GROUP", "load_adapter"]

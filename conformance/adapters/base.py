@@ -3,19 +3,42 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 if TYPE_CHECKING:
+    from conformance.adapters.e2e import E2ERun
     from conformance.schema.manifest import Manifest
 
 #: obj (in-process form: PickleWrapper-typed fields hold their objects), transport -> what the
 #: receive path hands downstream.
 ReceivePath = Callable[[Any, str], Any]
 
-#: The optional operations a check may need besides encode/decode: `unwrap` (the trusted
-#: receive path), `receive` (the untrusted one), `http` (validate_http), `define` (a subclass
-#: defined after start-up), `socket` (send/recv over ZeroMQ).
-OPTIONAL_CAPABILITIES = frozenset({"unwrap", "receive", "http", "define", "socket"})
+#: The engine receive paths a ReceivePath check can drive (see Adapter.receive_paths).
+RECEIVE_PATHS = ("controller", "scheduler", "detokenizer", "tokenizer_manager", "unroutable")
+
+#: The capability vocabulary: what an adapter may declare in ``Adapter.capabilities``, besides
+#: its transports. Encode and decode are always required. A check that needs a capability the
+#: adapter does not declare is skipped before it does any work, naming the capability; once
+#: declared, any exception raised inside the operation is the implementation's failure.
+CAPABILITIES: Mapping[str, str] = {
+    "unwrap": "the trusted receive path that opens PickleWrappers (unwrap)",
+    "receive": "the receive path for an untrusted peer (receive)",
+    "http": "HTTP JSON validation (validate_http)",
+    "define": "decoding a message subclass defined after start-up",
+    "socket": "ZeroMQ send and receive (send, recv)",
+    "zero_copy": "zero-copy ZeroMQ sends (send with zero_copy=True)",
+    **{f"receive_path.{path}": f"the engine's {path} receive path over real sockets (receive_paths)"
+       for path in RECEIVE_PATHS},
+    "e2e": "running its server with the IPC tap on through the fixed scenario (run_e2e)",
+}
+OPTIONAL_CAPABILITIES = frozenset(CAPABILITIES)
+#: What an in-process Python implementation typically offers (the reference declares more).
+IN_PROCESS = frozenset({"unwrap", "receive", "http", "define", "socket"})
+
+
+def unknown_capabilities(declared: Iterable[str]) -> list[str]:
+    """The declared names that are not in the vocabulary (a typo would silently skip checks)."""
+    return sorted(set(declared) - OPTIONAL_CAPABILITIES)
 
 
 class Adapter:
@@ -38,12 +61,13 @@ class Adapter:
     #: do not match the manifest, encode of a value with no wire form. The Refuses checks pass
     #: only on these; any other exception counts as a crash. Declare them precisely.
     refusal_errors: tuple[type[BaseException], ...] = (ValueError,)
-    #: Which OPTIONAL_CAPABILITIES this adapter offers. Checks ask ``supports()`` first and skip,
-    #: naming what is missing, before doing any work (an in-process adapter offers them all).
-    capabilities: frozenset[str] = OPTIONAL_CAPABILITIES
+    #: What this adapter offers beyond encode and decode, in the words of CAPABILITIES. Checks
+    #: ask ``supports()`` first and skip, naming what is missing, before doing any work. Declare
+    #: only what the methods implement: an exception from a declared operation fails its checks.
+    capabilities: frozenset[str] = frozenset()
 
     def supports(self, what: str) -> bool:
-        """Whether an optional capability (OPTIONAL_CAPABILITIES) or a transport is offered."""
+        """Whether a capability (CAPABILITIES) or a transport is offered."""
         return what in self.capabilities or what in self.transports
 
     def classes(self) -> Mapping[str, type]:
@@ -87,41 +111,51 @@ class Adapter:
         raise NotImplementedError
 
     def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
-        """Send one message on a ZeroMQ socket as the implementation does (optional)."""
+        """Send one message on a ZeroMQ socket as the implementation does (capability "socket";
+        with zero_copy=True, "zero_copy": the caller may reuse its buffers once this returns)."""
         raise NotImplementedError
 
     def recv(self, sock: Any, transport: str) -> Any:
-        """Receive one message from a ZeroMQ socket as the implementation does (optional)."""
+        """Receive one message from a ZeroMQ socket through the trusted receive path, unwrapped
+        (capability "socket")."""
         raise NotImplementedError
 
     def validate_http(self, struct: str, json_text: str) -> Any:
-        """HTTP JSON -> struct through the implementation's pydantic bridge (optional)."""
+        """HTTP JSON -> struct through the implementation's pydantic bridge (capability "http")."""
         raise NotImplementedError
 
-    # -- optional capabilities of a serving engine (checks skip without them) ----------
+    # -- a serving engine ------------------------------------------------------------
     def receive_paths(self) -> Mapping[str, ReceivePath]:
-        """The engine's real receive paths, by name (optional; checks ``ReceivePath``). Each
-        function sends obj through that path over real sockets under the transport and returns
-        what the path hands downstream. The suite checks "controller" (the data-parallel
-        controller: receive, unwrap, dispatch), "scheduler" (a scheduler rank's receive path
-        after the controller's broadcast), and on the way back "detokenizer" (scheduler
-        outputs) and "tokenizer_manager" (detokenizer outputs and engine errors); see
-        spec/SPEC.md R-PW-3, R-DP-2. "unroutable" sends a request naming a rank the engine does
-        not have to the controller and returns what it answered the tokenizer manager (R-DP-5).
-        Paths an engine does not have are left out (skipped)."""
-        raise NotImplementedError(f"{self.label} does not expose its receive paths")
+        """The engine's real receive paths, by name (capabilities "receive_path.<name>", checks
+        ``ReceivePath``). Each function sends obj through that path over real sockets under the
+        transport and returns what the path handed downstream: "controller" (the data-parallel
+        controller: receive, unwrap, dispatch), "scheduler" (a list: what each scheduler rank
+        that received it handed on, after the controller's broadcast or routing), and on the
+        way back "detokenizer" (scheduler outputs) and "tokenizer_manager" (detokenizer outputs
+        and engine errors); see spec/SPEC.md R-PW-3, R-DP-2. "unroutable" sends a request
+        naming a rank the engine does not have to the controller and returns what it answered
+        the tokenizer manager (R-DP-5). Declare only the paths the engine has."""
+        raise NotImplementedError
 
     def opaque_value(self, struct: str, field: str) -> Any:
         """An object of the kind this implementation keeps in the PickleWrapper-typed field
         (e.g. its time stats): what the receive-path checks send, so the sender must wrap it."""
         return {"created": 1.5, "struct": struct, "field": field}
 
-    def launch_server(self, transport: str, dp_size: int, workdir: Path) -> Any:
-        """Start a server of this implementation with its IPC tap on (optional; checks ``E2E``).
-        Returns it started and healthy, with the interface of reference_tools.e2e.ServerProcess
-        (url, info, tap_dir, trace_dir, stop(), kill(), log_text()); raises, leaving nothing
-        running, when it does not come up. The suite always stops it."""
-        raise NotImplementedError(f"{self.label} cannot launch a server")
+    def decode_frames(self, frames: Sequence[bytes], transport: str) -> Any:
+        """The wire decode of one multipart message as it came off a socket (PickleWrappers
+        stay wrapped). One frame is a plain message; an implementation that sends side frames
+        (zero-copy buffers) overrides this."""
+        if len(frames) != 1:
+            raise ValueError(f"{transport}: {len(frames)} frames; {self.label} decodes single-frame messages only")
+        return self.decode(bytes(frames[0]), transport)
+
+    def run_e2e(self, transport: str, dp_size: int, workdir: Path) -> "E2ERun":
+        """Start this implementation's server with its IPC tap on, send the fixed scenario,
+        stop it, and return what happened (capability "e2e"; checks ``E2E``): the responses,
+        every tapped message as raw frames, the spans and the shutdown facts. Leaves nothing
+        running. The checks decode the tapped frames with this adapter's decode_frames."""
+        raise NotImplementedError
 
     @property
     def label(self) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import msgspec
 
-from conformance.adapters.base import Adapter
+from conformance.adapters.base import IN_PROCESS, Adapter
 
 MODULE = "sglang.srt.managers.io_struct"
 # Importing this registers KvMetrics in the top-level union (hook_custom_types).
@@ -31,6 +31,8 @@ class SGLangAdapter(Adapter):
     # Unicode (msgspec up to 0.22 also decodes bad UTF-8 with it). Anything else its extension
     # hook lets escape (ValueError unpacking metadata, torch's RuntimeError) is a crash.
     refusal_errors = (msgspec.DecodeError, msgspec.EncodeError, OverflowError, UnicodeError)
+    # No zero-copy send (SGLang 0.5.23 has none), no receive paths or server run of its own here.
+    capabilities = IN_PROCESS
 
     def __init__(self) -> None:
         self._io = importlib.import_module(MODULE)
@@ -75,7 +77,7 @@ class SGLangAdapter(Adapter):
 
     def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
         if zero_copy:
-            raise NotImplementedError("SGLang 0.5.23 has no zero-copy send")
+            raise ValueError("SGLang 0.5.23 has no zero-copy send (capability 'zero_copy' is not declared)")
         sock.send(self.encode(obj, transport))
 
     def recv(self, sock: Any, transport: str) -> Any:

@@ -4,8 +4,8 @@ A message sent through the implementation's own data-parallel controller (receiv
 dispatch), through a scheduler rank's receive path after the controller's broadcast, and back
 through the detokenizer's and the tokenizer manager's receive paths arrives with no
 PickleWrapper left and equal to what was sent. Unlike ``Unwrap.NoWrapperLeft`` (the
-adapter's unwrap function), these run the engine's code over real sockets, through the adapter
-capability ``receive_paths()``; implementations without it skip.
+adapter's unwrap function), these run the engine's code over real sockets, through
+``receive_paths()``; each check skips unless the adapter declares ``receive_path.<name>``.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import copy
 from typing import Any, Callable
 
 import msgspec
-import pytest
 
 from conformance.compare import differences
 from conformance.plugin import check
+from conformance.suite.capability import require
 from conformance.suite.fields import find_wrappers, wrapper_fields
 
 #: What the tokenizer manager sends the data-parallel controller: tokenized requests (single and
@@ -39,13 +39,12 @@ def _known(names: tuple[str, ...]) -> Callable[[Any], list[str]]:
 
 
 def _path(ipc, name: str) -> Any:
-    try:
-        paths = ipc.adapter.receive_paths()
-    except NotImplementedError as exc:
-        pytest.skip(f"{exc} (adapter capability receive_paths): only its unwrap function is checked "
-                    "(Unwrap.NoWrapperLeft); its server's receive paths by the E2E checks, if it can launch one")
-    if name not in paths:
-        pytest.skip(f"{ipc.adapter.label} has no {name!r} receive path (it offers {sorted(paths)})")
+    """The engine's receive path `name`; skips the check unless the adapter declares it
+    (without these, only its unwrap function is checked, by Unwrap.NoWrapperLeft)."""
+    require(ipc, f"receive_path.{name}")
+    paths = ipc.adapter.receive_paths()
+    assert name in paths, (f"{ipc.adapter.label} declares 'receive_path.{name}' but receive_paths() "
+                           f"has no {name!r} (it has {sorted(paths)})")
     return paths[name]
 
 
@@ -69,16 +68,29 @@ def _sendable(ipc, value: Any) -> Any:
     return value
 
 
+def _handed_on(path: str, got: Any) -> dict[str, Any]:
+    """What each receiving process handed downstream, by process: the scheduler path answers a
+    list, one value per rank that received the message (all of them after a broadcast)."""
+    if path != "scheduler":
+        return {path: got}
+    assert isinstance(got, list) and got, (
+        f"the scheduler receive path must answer a non-empty list (one value per rank that received "
+        f"the message), not {type(got).__name__}")
+    return {f"scheduler_{rank}": value for rank, value in enumerate(got)}
+
+
 def _through(ipc, path: str, struct: str, transport: str) -> None:
     through = _path(ipc, path)
     sent = _sendable(ipc, ipc.instance(struct, "typical"))
     expected = copy.deepcopy(sent)
-    got = through(sent, transport)
-    left = find_wrappers(got)
-    assert not left, (f"the {path} receive path handed {struct} downstream with a PickleWrapper at "
-                      f"{', '.join(left)} ({transport}): it did not unwrap (SPEC R-PW-3)")
-    diffs = differences(expected, got)
-    assert not diffs, (f"{struct} changed on the {path} receive path ({transport}):\n  " + "\n  ".join(diffs[:10]))
+    handed = _handed_on(path, through(sent, transport))
+    for process, got in handed.items():
+        left = find_wrappers(got)
+        assert not left, (f"the {process} receive path handed {struct} downstream with a PickleWrapper at "
+                          f"{', '.join(left)} ({transport}): it did not unwrap (SPEC R-PW-3)")
+        diffs = differences(expected, got)
+        assert not diffs, (f"{struct} changed on the {process} receive path ({transport}):\n  "
+                           + "\n  ".join(diffs[:10]))
     changed = differences(expected, sent)
     assert not changed, f"sending {struct} modified the sender's object (SPEC R-PW-1): {changed[:3]}"
 

@@ -35,7 +35,7 @@ from typing import Any, Mapping, Optional, Sequence, Union
 import msgspec
 import pytest
 
-from conformance.adapters.base import OPTIONAL_CAPABILITIES, Adapter
+from conformance.adapters.base import Adapter
 from conformance.schema.golden.catalogue import catalogue_for
 from conformance.schema.golden.view import ViewError, dumps, to_view
 from conformance.schema.manifest import Manifest, load_manifest
@@ -181,8 +181,7 @@ class SubprocessAdapter(Adapter):
         self.language = str(impl.get("language", "?"))
         self.transports = tuple(t for t in ("pickle", "msgpack") if t in self.hello.get("transports", ["msgpack"]))
         self.ops = frozenset(self.hello.get("ops", protocol.REQUIRED_OPS))
-        # what the suite may ask for; a ZeroMQ receive goes through the testee's 'unwrap'
-        self.capabilities = (self.ops & OPTIONAL_CAPABILITIES) | ({"socket"} if "unwrap" in self.ops else set())
+        self.capabilities = protocol.capabilities(self.ops)
         try:
             self.manifest: Manifest = load_manifest(self.hello["manifest"])
         except FileNotFoundError as exc:
@@ -336,9 +335,9 @@ class SubprocessAdapter(Adapter):
 
     def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
         """The testee's bytes, sent whole by the runner. A zero-copy send (a buffer shared
-        with the caller while in flight) only exists inside one process: not testable here."""
+        with the caller while in flight) only exists inside one process: never declared."""
         if zero_copy:
-            raise NotImplementedError("zero-copy sends share the caller's memory; a testee process cannot")
+            raise ValueError("a testee offers no zero-copy send (capability 'zero_copy' is not declared)")
         sock.send(self.encode(obj, transport))
 
     def recv(self, sock: Any, transport: str) -> Any:

@@ -21,7 +21,7 @@ skipped, "payload" (bytes, for payload), "message" (text, for the others)}.
 from __future__ import annotations
 
 import struct
-from typing import Any, BinaryIO, Optional
+from typing import Any, BinaryIO, Iterable, Optional
 
 import msgspec
 
@@ -29,6 +29,15 @@ PROTOCOL = 1
 RESULTS = ("payload", "parse_error", "serialize_error", "runtime_error", "skipped")
 REQUIRED_OPS = ("decode", "encode")
 OPTIONAL_OPS = ("http", "receive", "unwrap", "define")
+
+
+def capabilities(ops: "Iterable[str]") -> frozenset[str]:
+    """The adapter capabilities (conformance/adapters/base.py CAPABILITIES) a testee offers, from
+    the ops of its handshake: each optional op is the capability of the same name, and a ZeroMQ
+    receive goes through the trusted receive path ('unwrap'). Zero-copy sends share the caller's
+    memory, which a separate process cannot: never offered."""
+    ops = set(ops)
+    return frozenset(ops & set(OPTIONAL_OPS)) | (frozenset({"socket"}) if "unwrap" in ops else frozenset())
 MAX_FRAME = 1 << 30
 
 _LEN = struct.Struct("<I")

@@ -22,6 +22,8 @@ class MinimalAdapter(Adapter):
     version = "0.1"
     # msgspec's errors, its int and str encode errors, and the ValueError of its own refusals
     refusal_errors = (msgspec.DecodeError, msgspec.EncodeError, OverflowError, UnicodeError, ValueError)
+    # What the methods below implement (conformance/adapters/base.py CAPABILITIES); no ZeroMQ here.
+    capabilities = frozenset({"unwrap", "receive", "http", "define"})
 
     def __init__(self) -> None:
         self._manifest, self._classes = extract_with_classes(
