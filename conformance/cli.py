@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
@@ -58,13 +57,11 @@ def _codegen(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from conformance.plugin.options import OPTIONS
     from conformance.runner import run
 
-    return run(impl=args.impl, transport=args.transport, manifest=args.manifest, report=args.report,
-               report_dir=args.report_dir,
-               pytest_args=args.pytest_args, expectations=args.expectations,
-               fix_expectations=args.fix_expectations, strict=args.strict,
-               hypothesis_profile=args.hypothesis_profile, e2e=args.e2e)
+    chosen = {o.dest: getattr(args, o.dest) for o in OPTIONS if o.cli}
+    return run(**chosen, pytest_args=args.pytest_args, workers=args.workers)
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -268,6 +265,19 @@ def _report_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report_site(args: argparse.Namespace) -> int:
+    from conformance.site import build_site
+    from conformance.site.model import ResultsError
+
+    try:
+        index = build_site([Path(p) for p in args.results], Path(args.out))
+    except ResultsError as exc:
+        sys.stderr.write(f"ipc-conformance report site: {exc}\n")
+        return 2
+    print(f"site written: {index}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ipc-conformance", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -292,6 +302,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_ = rep.add_parser("compare", help="a Markdown table of check areas x implementations")
     cmp_.add_argument("results", nargs="+", help="results.json files of `run --report-dir` / `run --report`")
     cmp_.set_defaults(func=_report_compare)
+    site = rep.add_parser("site", help="a static site comparing runs: implementations x areas, a page per "
+                                       "implementation (failures first) and per check; opens from disk")
+    site.add_argument("results", nargs="+", help="results.json files (or the --report-dir folders holding them)")
+    site.add_argument("--out", required=True, help="folder to write the site into; open its index.html")
+    site.set_defaults(func=_report_site)
 
     cg = sub.add_parser("codegen", help="generate a Python module of structs from a manifest")
     cg.add_argument("manifest", help="manifest file or bundled id (sglang-0.5.23)")
@@ -300,24 +315,12 @@ def build_parser() -> argparse.ArgumentParser:
     cg.set_defaults(func=_codegen)
 
     run = sub.add_parser("run", help="run the conformance suite against an implementation")
-    run.add_argument("--impl", default="reference", help="implementation under test (default: reference)")
-    run.add_argument("--transport", choices=["pickle", "msgpack", "both"],
-                     default=os.environ.get("IPC_CONFORMANCE_TRANSPORT", "both"),
-                     help="transports to check (default: env IPC_CONFORMANCE_TRANSPORT, else both)")
-    run.add_argument("--manifest", help="manifest the catalogue is checked against (default: the implementation's)")
-    run.add_argument("--expectations", help="expected-failure list (default: conformance/expectations/<impl>.txt)")
-    run.add_argument("--strict", action="store_true", help="Recommended checks (security) fail the run too")
-    run.add_argument("--hypothesis-profile", choices=["dev", "ci", "thorough"],
-                     help="generated-value effort: dev (default), ci (derandomized; "
-                          "the default when CI is set), thorough")
-    run.add_argument("--e2e", action="store_true",
-                     help="also run the E2E checks (Required.E2E.*): start the implementation's server once per "
-                          "transport with its IPC tap on and send a fixed scenario (about a minute on 2 cores); "
-                          "only those: --e2e -- -k E2E")
-    run.add_argument("--fix-expectations", action="store_true",
-                     help="rewrite the expected-failure list from this run's failures")
-    run.add_argument("--report", help="write JSON results (one record per check) here")
-    run.add_argument("--report-dir", help="write results.json, report.md, report.html and badge.json here")
+    from conformance.plugin.options import add_to_argparse
+
+    add_to_argparse(run)  # the same table gives pytest its --ipc-* options
+    run.add_argument("-n", "--numprocesses", dest="workers", metavar="N",
+                     help="run the checks on N pytest-xdist workers (a number, or auto: one per core); "
+                          "the results and reports are those of a serial run")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     run.set_defaults(func=_run)
 

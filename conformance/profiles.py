@@ -14,40 +14,51 @@ other values when reached through another adapter class.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 from typing import Any, Iterator, Optional
 
-import msgspec
-from hypothesis import HealthCheck, settings
+# Hypothesis and msgspec are imported when a profile is used, not here: the pytest plugin
+# reads NAMES for its option table while loading into every pytest run of the environment.
 
-# One failure per check is enough for a conformance verdict; shrinking several distinct
-# bugs at once is what makes a failing run slow.
-_COMMON = dict(deadline=None, print_blob=True, suppress_health_check=list(HealthCheck), database=None,
-               report_multiple_bugs=False)
-
-PROFILES = {
-    "dev": settings(max_examples=15, **_COMMON),
-    "ci": settings(max_examples=10, derandomize=True, **_COMMON),
-    "thorough": settings(max_examples=300, **_COMMON),
+#: What each profile changes from the common settings below.
+_EFFORT: dict[str, dict[str, Any]] = {
+    "dev": dict(max_examples=15),
+    "ci": dict(max_examples=10, derandomize=True),
+    "thorough": dict(max_examples=300),
 }
+NAMES: tuple[str, ...] = tuple(_EFFORT)
+
+
+@functools.lru_cache(maxsize=None)
+def settings_for(name: str) -> Any:
+    """The hypothesis settings object of profile `name`."""
+    from hypothesis import HealthCheck, settings
+
+    # One failure per check is enough for a conformance verdict; shrinking several distinct
+    # bugs at once is what makes a failing run slow.
+    return settings(deadline=None, print_blob=True, suppress_health_check=list(HealthCheck), database=None,
+                    report_multiple_bugs=False, **_EFFORT[name])
 
 
 def chosen(name: Optional[str] = None) -> str:
     name = name or os.environ.get("IPC_HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
-    if name not in PROFILES:
-        raise ValueError(f"unknown hypothesis profile {name!r}; choose one of {', '.join(PROFILES)}")
+    if name not in _EFFORT:
+        raise ValueError(f"unknown hypothesis profile {name!r}; choose one of {', '.join(NAMES)}")
     return name
 
 
 def derandomized(name: str) -> bool:
-    return bool(PROFILES[name].derandomize)
+    return bool(_EFFORT[name].get("derandomize"))
 
 
 def seed_for(check_id: str, manifest: Any) -> int:
     """The seed of a generated check: sha256 of its id and of the manifest's types (structs
     and enums; not its module or implementation name), so neither the test function's
     source nor the adapter's class changes what is drawn."""
+    import msgspec
+
     types = msgspec.json.encode({"structs": manifest.structs, "enums": manifest.enums})
     return int.from_bytes(hashlib.sha256(check_id.encode() + b"\0" + types).digest()[:16], "big")
 

@@ -1,20 +1,50 @@
-"""`ipc-conformance run`: the suite under pytest, then the conformance summary."""
+"""`ipc-conformance run`: the suite under pytest (serial, or on pytest-xdist workers with
+-n), then the conformance summary as the last two lines."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import pytest
 
-from conformance import plugin
+from conformance.plugin import options
+from conformance.plugin.summary import counts, expected_line, summary_line
 
 SUITE = Path(__file__).resolve().parent / "suite"
+PLUGIN = "conformance.plugin.hooks"
 
 
 def _plugin_autoloaded() -> bool:
+    if os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD"):
+        return False
     return any(ep.value.startswith("conformance.plugin") for ep in importlib.metadata.entry_points(group="pytest11"))
+
+
+class _Records:
+    """Keeps the pytest config, to read the run's records after pytest.main returns."""
+
+    config: Optional[pytest.Config] = None
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def records(self) -> list[dict[str, Any]]:
+        from conformance.plugin.hooks import run_of
+
+        run = run_of(self.config, start=False) if self.config is not None else None
+        return run.records if run is not None else []
+
+
+def parallel_args(workers: Optional[str], pytest_args: Sequence[str]) -> list[str]:
+    """pytest-xdist's arguments for -n: E2E checks are grouped on one worker (loadgroup),
+    so one run starts one server per transport; the rest spreads like --dist load."""
+    if not workers:
+        return []
+    dist = [] if any(a == "--dist" or a.startswith("--dist=") for a in pytest_args) else ["--dist", "loadgroup"]
+    return ["-n", str(workers), *dist]
 
 
 def run(
@@ -29,26 +59,26 @@ def run(
     strict: bool = False,
     hypothesis_profile: Optional[str] = None,
     e2e: bool = False,
+    peer: Optional[str] = None,
+    workers: Optional[str] = None,
 ) -> int:
+    chosen = dict(impl=impl, transport=transport, manifest=manifest, report=report, report_dir=report_dir,
+                  expectations=expectations, fix_expectations=fix_expectations, strict=strict,
+                  hypothesis_profile=hypothesis_profile, e2e=e2e, peer=peer, summary="caller")
     args = [
         str(SUITE), "-q", "--tb=line", "-p", "no:cacheprovider", "--rootdir", str(SUITE),
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
-        "--ipc-impl", impl, "--ipc-transport", transport, "--ipc-summary", "caller",
-        *(["--ipc-manifest", manifest] if manifest else []),
-        *(["--ipc-expectations", expectations] if expectations else []),
-        *(["--ipc-report", report] if report else []),
-        *(["--ipc-report-dir", report_dir] if report_dir else []),
-        *(["--ipc-fix-expectations"] if fix_expectations else []),
-        *(["--ipc-strict"] if strict else []),
-        *(["--ipc-e2e"] if e2e else []),
-        *(["--ipc-hypothesis-profile", hypothesis_profile] if hypothesis_profile else []),
+        # By name, not as an object: pytest-xdist's workers load the plugins the arguments name.
+        *([] if _plugin_autoloaded() else ["-p", PLUGIN]),
+        *options.pytest_args(chosen),
+        *parallel_args(workers, pytest_args),
         *pytest_args,
     ]
-    extra_plugins = [] if _plugin_autoloaded() else [plugin]
-    code = pytest.main(args, plugins=extra_plugins)
-    records = plugin.results()
-    print(plugin.expected_line(records))
-    print(plugin.summary_line(records))
-    if code == pytest.ExitCode.OK and plugin.counts(records)["failed"]:
+    kept = _Records()
+    code = pytest.main(args, plugins=[kept])
+    records = kept.records()
+    print(expected_line(records))
+    print(summary_line(records))
+    if code == pytest.ExitCode.OK and counts(records)["failed"]:
         return int(pytest.ExitCode.TESTS_FAILED)  # the summary's failures decide, never a lenient hook
     return int(code)

@@ -10,8 +10,6 @@ from conformance.adapters import Adapter, load_adapter
 from conformance.schema.manifest import Manifest, load_manifest
 from conformance.schema.values import VARIANTS, ValueBuilder
 
-TRANSPORT_CHOICES = ("pickle", "msgpack", "both")
-
 
 @dataclass
 class Session:
@@ -19,8 +17,7 @@ class Session:
     transport: str = "both"
     manifest_id: Optional[str] = None
     profile: str = "dev"
-    expectations: Optional[dict[str, Any]] = None
-    expectations_path: Optional[Any] = None
+    peer: Optional[str] = None  # a bundled release the Peer checks exchange messages with
 
     @cached_property
     def adapter(self) -> Adapter:
@@ -88,8 +85,8 @@ class Session:
 
     @property
     def hypothesis_settings(self) -> Any:
-        from conformance.profiles import PROFILES
+        from conformance.profiles import settings_for
 
-        return PROFILES[self.profile]
+        return settings_for(self.profile)
 
     variants = VARIANTS

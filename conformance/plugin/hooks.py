@@ -1,0 +1,140 @@
+"""The pytest hooks of the suite (entry point pytest11 `ipc_conformance`).
+
+pytest loads this module in every run of an environment the package is installed in, so it
+stays inert until a conformance run is asked for: it imports only the option table and the
+check declarations, and starts the run (run.ConformanceRun, holding the session) when
+--ipc-impl is given or a conformance check is collected. Only then are the hooks that
+record outcomes and write reports (RunHooks) registered; each hands off to the run.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+import pytest
+
+from conformance.plugin import options
+from conformance.plugin.checks import check_id_of, is_check, parametrize
+
+if TYPE_CHECKING:
+    from conformance.plugin.run import ConformanceRun
+    from conformance.session import Session
+
+RUN_KEY = pytest.StashKey["ConformanceRun"]()
+E2E_GROUP = "ipc-conformance-e2e"
+SUITE_PACKAGE = "conformance/suite/"
+
+
+def run_of(config: pytest.Config, *, start: bool = True) -> Optional[ConformanceRun]:
+    """The conformance run of this pytest run: started on first need, or None when
+    start=False and none was asked for."""
+    run = config.stash.get(RUN_KEY, None)
+    if run is None and start:
+        from conformance.plugin.run import ConformanceRun
+
+        run = config.stash[RUN_KEY] = ConformanceRun(options.values(config.getoption))
+        config.pluginmanager.register(RunHooks(config, run), "ipc-conformance-run")
+    return run
+
+
+def _run(config: pytest.Config) -> ConformanceRun:
+    run = run_of(config)
+    assert run is not None
+    return run
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    options.add_to_pytest(parser.getgroup("ipc-conformance"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "ipc_check: a conformance check (its id is the test parameter)")
+    config.addinivalue_line("markers", "ipc_e2e: an end-to-end check (a real server); runs only with --ipc-e2e")
+    if options.given(config.getoption, "impl"):
+        run_of(config)
+
+
+@pytest.fixture(scope="session")
+def ipc(request: pytest.FixtureRequest) -> Session:
+    """The conformance run: adapter, manifest, transports and canonical instances."""
+    return _run(request.config).session
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if is_check(metafunc.function):
+        parametrize(metafunc, _run(metafunc.config).session)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Any:
+    outcome = yield
+    # A suite module that cannot be imported collects no check: the run must start anyway
+    # to count it as a failure (RunHooks.pytest_collectreport).
+    if outcome.get_result().failed and SUITE_PACKAGE in str(collector.path).replace("\\", "/"):
+        run_of(collector.config)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node: Any, ids: list[str]) -> None:
+    # pytest-xdist's controller collects nothing itself: its workers' ids tell it a run is on.
+    if any(check_id_of(nodeid) for nodeid in ids):
+        run_of(node.config)
+
+
+class RunHooks:
+    """The hooks of a started run (registered by run_of); pytest-xdist's controller runs
+    them on the reports its workers send."""
+
+    def __init__(self, config: pytest.Config, run: ConformanceRun) -> None:
+        self.config = config
+        self.run = run
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """E2E checks are opt-in (--ipc-e2e): without it they are deselected, so the default
+        run stays fast. With it, under pytest-xdist they share one worker (--dist loadgroup),
+        so a run starts one server per transport, as a serial run does."""
+        e2e = [item for item in items if item.get_closest_marker("ipc_e2e") is not None]
+        if not e2e:
+            return
+        if not self.run.options["e2e"]:
+            self.config.hook.pytest_deselected(items=e2e)
+            items[:] = [item for item in items if item.get_closest_marker("ipc_e2e") is None]
+            return
+        for item in e2e:
+            item.add_marker(pytest.mark.xdist_group(E2E_GROUP))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+        outcome = yield
+        report = outcome.get_result()
+        check_id = check_id_of(report.nodeid) if report.when == "call" else None
+        if check_id is not None:
+            from conformance.plugin import verdicts
+
+            verdicts.judge(self.run, check_id, report, call)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.run.record(report)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.run.record_collection_error(report)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        self.run.merge_worker(getattr(node, "workeroutput", {}).get("ipc_conformance"))
+
+    def pytest_sessionfinish(self) -> None:
+        workeroutput = getattr(self.config, "workeroutput", None)
+        if workeroutput is not None:  # a pytest-xdist worker: the controller writes the files
+            workeroutput["ipc_conformance"] = self.run.worker_output()
+        else:
+            self.run.finish()
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        # `ipc-conformance run` prints the lines itself, as the very last lines.
+        if self.run.records and not self.run.via_cli:
+            from conformance.plugin.summary import expected_line, summary_line
+
+            terminalreporter.write_line(expected_line(self.run.records, self.run.flag_for("strict")))
+            terminalreporter.write_line(summary_line(self.run.records))

@@ -1,0 +1,147 @@
+"""The conformance run behind the plugin's hooks: its options, the session the checks use,
+the expected-failure list, one record per check, and the files written at the end.
+
+It lives in pytest's config.stash and is built only when a run is asked for. Under
+pytest-xdist each worker has its own, judging the checks it runs; the controller's
+collects every record from the reports the workers send, merges what each worker saw
+of the implementation (worker_output/merge_worker) and writes the files once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from conformance.plugin import options, verdicts
+from conformance.plugin.checks import HARNESS_ERROR, check_id_of
+
+if TYPE_CHECKING:
+    import pytest
+
+    from conformance.expectations import Expectations
+    from conformance.session import Session
+
+COLLECTION_CHECK = "Required.Harness.Collection.Collects"
+
+
+class ConformanceRun:
+    def __init__(self, values: dict[str, Any]) -> None:
+        self.options = values
+        self.records: list[dict[str, Any]] = []
+        self._workers: list[dict[str, Any]] = []  # what each pytest-xdist worker reported at its end
+
+    @property
+    def via_cli(self) -> bool:
+        """Started by `ipc-conformance run` (it prints the summary itself)."""
+        return self.options["summary"] == "caller"
+
+    def flag_for(self, name: str) -> str:
+        """The flag its user typed: --strict for `ipc-conformance run`, --ipc-strict under pytest."""
+        option = options.BY_DEST[name.replace("-", "_")]
+        return option.cli_flag if self.via_cli else option.pytest_flag
+
+    @cached_property
+    def session(self) -> Session:
+        from conformance import profiles
+        from conformance.session import Session
+
+        return Session(impl=self.options["impl"], transport=self.options["transport"],
+                       manifest_id=self.options["manifest"],
+                       profile=profiles.chosen(self.options["hypothesis_profile"]), peer=self.options["peer"])
+
+    @cached_property
+    def expectations_path(self) -> Path:
+        from conformance import expectations
+
+        if self.options["expectations"]:
+            return Path(self.options["expectations"])
+        adapter = self.session.adapter
+        return expectations.path_for([adapter.label, adapter.name]) or expectations.HERE / f"{adapter.label}.txt"
+
+    @cached_property
+    def expectations(self) -> Expectations:
+        from conformance import expectations
+
+        return expectations.load(self.expectations_path)
+
+    # -- records: one per check, from the reports (a worker's arrive at the controller) --
+    def record(self, report: pytest.TestReport) -> None:
+        check_id = check_id_of(report.nodeid)
+        if not check_id:
+            return
+        message = verdicts.message_of(report)
+        if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+            xfailed = bool(getattr(report, "wasxfail", "")) and report.skipped
+            recommended = getattr(report, "ipc_recommended", False)
+            self.records.append({
+                "id": check_id,
+                "outcome": "xfailed" if xfailed else "recommended-failed" if recommended else report.outcome,
+                "message": getattr(report, "ipc_message", "") or message,
+                **({"reason": report.wasxfail} if xfailed else {}),
+            })
+        elif report.when == "teardown" and report.failed:
+            # An error after the check (e.g. stopping a crashed testee) fails pytest's run: the
+            # check's record must say so too, or the summary and the exit status disagree.
+            record = next((r for r in reversed(self.records) if r["id"] == check_id), None)
+            if record is None:
+                self.records.append({"id": check_id, "outcome": "failed", "message": "teardown: " + message})
+            else:
+                record.update(outcome="failed", message=f"{record['message']}\nteardown: {message}".strip())
+
+    def record_collection_error(self, report: pytest.CollectReport) -> None:
+        # A suite module that cannot be collected runs none of its checks: a failure of the run.
+        self.records.append({"id": COLLECTION_CHECK, "outcome": "failed",
+                             "message": f"{report.nodeid}: {verdicts.message_of(report)}"})
+
+    # -- the implementation's side: meta and pickle residue, from each process that ran checks --
+    def worker_output(self) -> Optional[dict[str, Any]]:
+        """What a worker hands the controller: what only a process that loaded the
+        implementation knows (None when this worker ran no check)."""
+        if "session" not in self.__dict__:
+            return None
+        return {"meta": self._meta(), "residue": self.session.pickle_residue(),
+                "expectations_path": str(self.expectations_path)}
+
+    def merge_worker(self, output: Optional[dict[str, Any]]) -> None:
+        if output:
+            self._workers.append(output)
+
+    def _meta(self) -> dict[str, Any]:
+        ipc = self.session
+        return {"impl": ipc.adapter.label, "manifest": ipc.manifest.id, "transport": ipc.transport}
+
+    def _merged(self) -> tuple[dict[str, Any], dict[str, Any], Path]:
+        """(meta, pickle residue, expectations path) of the whole run."""
+        if not self._workers:  # a serial run: this process ran the checks
+            return self._meta(), self.session.pickle_residue(), self.expectations_path
+        first = self._workers[0]
+        wrapped: Counter[str] = Counter()
+        for w in self._workers:
+            wrapped.update(w["residue"]["wrapped"])
+        residue = {"fields": [tuple(f) for f in first["residue"]["fields"]], "wrapped": dict(wrapped)}
+        return first["meta"], residue, Path(first["expectations_path"])
+
+    # -- the end: files, a rewritten list --
+    def finish(self) -> None:
+        from conformance import expectations, report
+
+        if not self.records:
+            return
+        # Sorted by id: a parallel run finishes checks in another order than a serial one.
+        records = self.records = sorted(self.records, key=lambda r: r["id"])
+        meta, residue, path = self._merged()
+        if self.options["report"]:
+            Path(self.options["report"]).write_text(json.dumps(report.results_json(meta, records), indent=1))
+        if self.options["report_dir"]:
+            report.write_all(Path(self.options["report_dir"]), meta, records, residue)
+        if not self.options["fix_expectations"]:
+            return
+        # A harness error can never be an expected failure: it is not written into the list.
+        failing = {r["id"]: r["message"] for r in records if r["outcome"] in ("failed", "xfailed")
+                   and not verdicts.asks_to_fix_the_list(r["message"])
+                   and not r["message"].startswith(HARNESS_ERROR)}
+        expectations.write(path, failing, expectations.load(path),
+                           f"expected failures of {meta['impl']} against {meta['manifest']}")

@@ -1,0 +1,76 @@
+"""A check's verdict after pytest's: the expected-failure list, the check's level and
+harness errors turn a raw pass/fail into what the run reports (set on the TestReport, so
+it travels from a pytest-xdist worker to the controller with the report)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from conformance.plugin.checks import HARNESS_ERROR, harness_error
+from conformance.plugin.summary import NOT_REPRODUCED
+
+if TYPE_CHECKING:
+    import pytest
+
+    from conformance.plugin.run import ConformanceRun
+
+
+def fix_hint(run: ConformanceRun) -> str:
+    command = "ipc-conformance run" if run.via_cli else "pytest"
+    return f"({command} {run.flag_for('fix-expectations')})"
+
+
+def asks_to_fix_the_list(message: str) -> bool:
+    """Whether a failure is 'listed but passed' (it never goes into a rewritten list)."""
+    return message.endswith("fix-expectations)")
+
+
+def message_of(report: Any) -> str:
+    """The first line pytest reports for a test that did not pass ('' when it passed)."""
+    if report.passed:
+        return ""
+    crash = getattr(report.longrepr, "reprcrash", None)
+    if crash is not None:
+        return crash.message
+    if isinstance(report.longrepr, (tuple, list)):  # skipped: (file, line, reason)
+        return str(report.longrepr[2])
+    return str(report.longrepr).splitlines()[-1] if report.longrepr else ""
+
+
+def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo) -> None:
+    """Rewrite the call-phase report of check `check_id` into the run's verdict."""
+    if report.failed and harness_error(call.excinfo.value if call.excinfo else None):
+        # The testee crashed, hung or broke the protocol: no verdict on the check was
+        # reached, so this is a failure whatever the check's level or the list says.
+        report.ipc_message = HARNESS_ERROR + message_of(report)
+        return
+    expected = run.expectations.get(check_id)
+    if expected is None:
+        if report.failed and check_id.startswith("Recommended.") and not run.options["strict"]:
+            # Recommended: reported and counted on its own, but only fails the run in strict
+            # mode, so pytest sees it as skipped (its exit status then agrees with the summary).
+            report.ipc_message = message_of(report)
+            report.ipc_recommended = True
+            report.outcome = "skipped"
+            strict = run.flag_for("strict")
+            report.longrepr = (str(report.location[0]), 0,
+                               f"Recommended check failed (fails with {strict}): {report.ipc_message}")
+        return
+    reason = expected.explains(message_of(report)) if report.failed else None
+    if reason is not None:
+        report.outcome = "skipped"
+        report.wasxfail = reason
+        report.ipc_message = call.excinfo.exconly() if call.excinfo else ""
+    elif report.passed and ".Generated." in check_id:
+        # A search that met no counterexample proves nothing (even derandomized, hypothesis
+        # bounds its effort by time, so a loaded machine draws less): noted, never failed.
+        report.ipc_message = NOT_REPRODUCED
+    elif report.passed:
+        report.outcome = "failed"
+        fix = "remove it" if expected.own else "narrow the globs of " + expected.describe()
+        report.longrepr = f"{check_id} is listed in {run.expectations_path} but passed: {fix} {fix_hint(run)}"
+    else:
+        # Keep the actual error in front: the list only tells what was expected instead.
+        listed = f"(listed in {run.expectations_path} as failing with: {expected.describe()})"
+        report.ipc_message = f"{message_of(report)} {listed}"
+        report.longrepr = f"{report.longrepr}\n{listed}"

@@ -1,0 +1,48 @@
+"""The pytest plugin costs other projects nothing: installed, it loads into every pytest run
+of the environment, and until a conformance run is asked for it imports nothing heavy and
+starts no run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+# What a conformance run needs and an unrelated project must not pay for.
+HEAVY = ("torch", "hypothesis", "msgspec", "numpy", "zmq", "conformance.session", "conformance.suite",
+         "conformance.adapters", "reference_impl")
+
+PROBE = '''
+import json, sys
+
+def test_one(pytestconfig):
+    from conformance.plugin.hooks import RUN_KEY
+    json.dump({"modules": sorted(sys.modules),
+               "loaded": pytestconfig.pluginmanager.has_plugin("ipc_conformance"),
+               "run": pytestconfig.stash.get(RUN_KEY, None) is not None}, open("seen.json", "w"))
+'''
+
+
+def _pytest_in(project: Path, *args: str) -> dict:
+    (project / "test_one.py").write_text(PROBE)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=project,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    return json.loads((project / "seen.json").read_text())
+
+
+def _heavy(modules: list[str]) -> list[str]:
+    return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+
+
+def test_an_unrelated_project_pays_nothing(tmp_path):
+    seen = _pytest_in(tmp_path)
+    assert seen["loaded"], "the entry point was not loaded: this test would prove nothing"
+    assert _heavy(seen["modules"]) == []
+    assert not seen["run"]
+
+
+def test_ipc_impl_asks_for_a_run(tmp_path):
+    seen = _pytest_in(tmp_path, "--ipc-impl", "reference")
+    assert seen["run"]
