@@ -1,0 +1,325 @@
+"""What the site shows, read from the results.json files of conformance runs.
+
+A check id reads Level.Area.Subject.Name[.axes...]; the site groups records by (level, area)
+for the overview and the matrices, and by (level, area, name) for the per-check pages.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+#: Outcomes that are a problem a reader should see, worst first.
+PROBLEMS = ("failed", "recommended-failed", "xfailed")
+LEVELS = ("Required", "Recommended")
+
+
+class ResultsError(ValueError):
+    """A results.json the site cannot read; the message names the file and the field."""
+
+
+@dataclass(frozen=True)
+class Record:
+    id: str
+    outcome: str
+    message: str = ""
+    reason: str = ""
+
+    @property
+    def parts(self) -> list[str]:
+        return self.id.split(".")
+
+    @property
+    def level(self) -> str:
+        return self.parts[0]
+
+    @property
+    def area(self) -> str:
+        return self.parts[1] if len(self.parts) > 1 else ""
+
+    @property
+    def subject(self) -> str:
+        return self.parts[2] if len(self.parts) > 2 else ""
+
+    @property
+    def name(self) -> str:
+        return self.parts[3] if len(self.parts) > 3 else ""
+
+    @property
+    def axes(self) -> str:
+        return ".".join(self.parts[4:])
+
+    @property
+    def instance(self) -> str:
+        """The check id less level, area and name: what tells two runs of one check apart."""
+        return ".".join(p for p in (self.subject, self.axes) if p)
+
+    @property
+    def check_key(self) -> tuple[str, str, str]:
+        return self.level, self.area, self.name
+
+    def first_lines(self, n: int = 4) -> str:
+        return "\n".join(self.message.strip().splitlines()[:n])
+
+    @property
+    def longer_than_first_lines(self) -> bool:
+        return len(self.message.strip().splitlines()) > 4
+
+
+@dataclass
+class Counts:
+    passed: int = 0
+    failed: int = 0
+    xfailed: int = 0
+    recommended_failed: int = 0
+    skipped: int = 0
+
+    def add(self, outcome: str) -> None:
+        attr = outcome.replace("-", "_")
+        setattr(self, attr, getattr(self, attr, 0) + 1)
+
+    @property
+    def total(self) -> int:
+        return self.passed + self.failed + self.xfailed + self.recommended_failed + self.skipped
+
+    @property
+    def state(self) -> str:
+        """The cell's colour: fail, warn (expected or recommended failures), pass, skip, none."""
+        if self.failed:
+            return "fail"
+        if self.xfailed or self.recommended_failed:
+            return "warn"
+        if self.passed:
+            return "pass"
+        return "skip" if self.skipped else "none"
+
+    def parts(self) -> list[tuple[str, str, int, str]]:
+        """(state, symbol, count, word) of each non-zero outcome, in reading order."""
+        out = [("pass", "✓", self.passed, "passed"), ("fail", "✗", self.failed, "failed"),
+               ("warn", "!", self.recommended_failed, "recommended checks failed"),
+               ("warn", "≈", self.xfailed, "expected failures"), ("skip", "–", self.skipped, "skipped")]
+        return [p for p in out if p[2]]
+
+
+def count(records: Iterable[Record]) -> Counts:
+    c = Counts()
+    for r in records:
+        c.add(r.outcome)
+    return c
+
+
+def slugify(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "run"
+
+
+@dataclass
+class Run:
+    """One conformance run: its metadata and one record per check."""
+
+    source: Path
+    impl: str
+    manifest: str
+    transport: str
+    records: list[Record]
+    meta: dict[str, Any] = field(default_factory=dict)
+    slug: str = ""
+    title: str = ""
+    _by_area: Optional[dict[tuple[str, str], list[Record]]] = field(default=None, repr=False)
+
+    # Metadata that newer results.json files carry; older ones show a dash.
+    @property
+    def impl_version(self) -> str:
+        return str(self.meta.get("impl_version") or "")
+
+    @property
+    def suite_version(self) -> str:
+        return str(self.meta.get("suite_version") or "")
+
+    @property
+    def date(self) -> str:
+        return str(self.meta.get("date") or "")
+
+    @property
+    def impl_spec(self) -> str:
+        return str(self.meta.get("impl_spec") or "")
+
+    @property
+    def transports(self) -> list[str]:
+        listed = self.meta.get("transports")
+        if listed:
+            return [str(t) for t in listed]
+        return ["pickle", "msgpack"] if self.transport == "both" else [self.transport]
+
+    @property
+    def residue(self) -> Optional[dict[str, Any]]:
+        return self.meta.get("residue")
+
+    @property
+    def counts(self) -> Counts:
+        return count(self.records)
+
+    def by_area(self) -> dict[tuple[str, str], list[Record]]:
+        if self._by_area is None:
+            out: dict[tuple[str, str], list[Record]] = defaultdict(list)
+            for r in self.records:
+                out[r.level, r.area].append(r)
+            self._by_area = dict(out)
+        return self._by_area
+
+    def problems(self, outcomes: tuple[str, ...] = PROBLEMS) -> dict[tuple[str, str], list[Record]]:
+        """Records with these outcomes by (level, area), areas in overview order, worst outcome first."""
+        rank = {o: i for i, o in enumerate(outcomes)}
+        found: dict[tuple[str, str], list[Record]] = defaultdict(list)
+        for r in sorted((r for r in self.records if r.outcome in rank), key=lambda r: (rank[r.outcome], r.id)):
+            found[r.level, r.area].append(r)
+        return {k: found[k] for k in area_keys([self]) if k in found}
+
+    def anchor(self, key: tuple[str, str]) -> str:
+        """Where a link about one area of this run lands: its failures, else its expected failures, else its matrix."""
+        c = count(self.by_area().get(key, []))
+        place = "area" if c.failed or c.recommended_failed else "expected" if c.xfailed else "matrix"
+        return f"{place}-{key[0]}-{key[1]}"
+
+    def reproducer(self, record: Record) -> str:
+        """A command that runs this one check again."""
+        impl = self.impl_spec or "IMPL"
+        words = ["ipc-conformance", "run", "--impl", _quote(impl), "--manifest", _quote(self.manifest)]
+        if self.transport != "both":
+            words += ["--transport", self.transport]
+        if record.area == "E2E":
+            words.append("--e2e")
+        words += ["--", "-k", _quote(record.id)]
+        return " ".join(words)
+
+
+def _quote(word: str) -> str:
+    return word if re.fullmatch(r"[A-Za-z0-9_.:/=@+-]+", word) else "'" + word.replace("'", "'\\''") + "'"
+
+
+def _record(raw: Any, where: str) -> Record:
+    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not isinstance(raw.get("outcome"), str):
+        raise ResultsError(f"{where}: each entry of 'results' needs a string 'id' and 'outcome', got {raw!r:.120}")
+    return Record(id=raw["id"], outcome=raw["outcome"], message=str(raw.get("message") or ""),
+                  reason=str(raw.get("reason") or ""))
+
+
+def load(path: Path) -> Run:
+    """One results.json (as `ipc-conformance run --report-dir` writes it), or the folder holding it."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "results.json"
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ResultsError(f"{path}: cannot read results: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ResultsError(f"{path}: expected a JSON object with 'impl' and 'results'")
+    for key in ("impl", "results"):
+        if key not in data:
+            raise ResultsError(f"{path}: missing field {key!r} (is this a results.json of `ipc-conformance run`?)")
+    if not isinstance(data["results"], list):
+        raise ResultsError(f"{path}: field 'results' must be a list of records")
+    records = [_record(r, f"{path}: results[{i}]") for i, r in enumerate(data["results"])]
+    meta = {k: v for k, v in data.items() if k not in ("results", "counts")}
+    return Run(source=Path(path), impl=str(data["impl"]), manifest=str(data.get("manifest", "?")),
+               transport=str(data.get("transport", "both")), records=records, meta=meta)
+
+
+def load_all(paths: Iterable[Path]) -> list[Run]:
+    """Runs in the order given, each with a unique slug and a title that tells it from the others."""
+    runs = [load(Path(p)) for p in paths]
+    if not runs:
+        raise ResultsError("no results.json given")
+    labels = [r.impl for r in runs]
+    seen: dict[str, int] = defaultdict(int)
+    for run in runs:
+        run.title = run.impl
+        if labels.count(run.impl) > 1:  # the same implementation twice: tell the runs apart by folder
+            run.title = f"{run.impl} ({run.source.resolve().parent.name})"
+        base = slugify(run.title)
+        seen[base] += 1
+        run.slug = base if seen[base] == 1 else f"{base}-{seen[base]}"
+    return runs
+
+
+def area_keys(runs: list[Run]) -> list[tuple[str, str]]:
+    """(level, area) of every run, Required first, areas alphabetical."""
+    keys = {k for run in runs for k in run.by_area()}
+    return sorted(keys, key=lambda k: (LEVELS.index(k[0]) if k[0] in LEVELS else len(LEVELS), k[0], k[1]))
+
+
+def check_page(key: tuple[str, str, str]) -> str:
+    """File name of a check's page under checks/."""
+    return slugify(".".join(key)) + ".html"
+
+
+@dataclass
+class CheckView:
+    """One check (Level.Area.Name) across the runs: counts per run, and its instances where runs differ."""
+
+    key: tuple[str, str, str]
+    counts: dict[str, Counts]  # run slug -> counts
+    rows: list[tuple[str, dict[str, Optional[Record]]]]  # (instance, run slug -> record) for instances to show
+
+    @property
+    def label(self) -> str:
+        return ".".join(self.key)
+
+    @property
+    def page(self) -> str:
+        return check_page(self.key)
+
+    def failing_runs(self) -> list[str]:
+        return [slug for slug, c in self.counts.items() if c.failed or c.recommended_failed]
+
+    @property
+    def state(self) -> str:
+        states = {c.state for c in self.counts.values()}
+        for s in ("fail", "warn", "pass", "skip"):
+            if s in states:
+                return s
+        return "none"
+
+
+def checks(runs: list[Run]) -> list[CheckView]:
+    """Every check across the runs; an instance is listed when it is a problem anywhere or runs disagree."""
+    grouped: dict[tuple[str, str, str], dict[str, dict[str, Record]]] = defaultdict(lambda: defaultdict(dict))
+    for run in runs:
+        for r in run.records:
+            grouped[r.check_key][r.instance][run.slug] = r
+    views = []
+    for key in sorted(grouped):
+        instances = grouped[key]
+        counts = {run.slug: count(instances[i][run.slug] for i in instances if run.slug in instances[i])
+                  for run in runs}
+        rows = []
+        for instance in sorted(instances):
+            cells = {run.slug: instances[instance].get(run.slug) for run in runs}
+            outcomes = {c.outcome if c else None for c in cells.values()}
+            if outcomes & set(PROBLEMS) or len(outcomes) > 1:
+                rows.append((instance, cells))
+        views.append(CheckView(key=key, counts=counts, rows=rows))
+    return views
+
+
+@dataclass
+class Matrix:
+    """One area of one run as a struct x check table; a cell holds every axis the check ran under."""
+
+    subjects: list[str]
+    names: list[str]
+    cells: dict[tuple[str, str], list[Record]]
+
+    def cell(self, subject: str, name: str) -> list[Record]:
+        return self.cells.get((subject, name), [])
+
+
+def matrix(records: list[Record]) -> Matrix:
+    cells: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in records:
+        cells[r.subject, r.name].append(r)
+    return Matrix(subjects=sorted({s for s, _ in cells}), names=sorted({n for _, n in cells}), cells=dict(cells))

@@ -1,0 +1,149 @@
+"""Pages of the site from the model, through the Jinja2 templates beside this module."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import jinja2
+
+from conformance import __version__, report
+from conformance.site import badge
+from conformance.site.model import (
+    LEVELS,
+    CheckView,
+    Record,
+    Run,
+    area_keys,
+    check_page,
+    checks,
+    count,
+    load_all,
+    matrix,
+)
+
+HERE = Path(__file__).resolve().parent
+CSS = HERE / "style.css"
+SYMBOL = {"passed": "✓", "failed": "✗", "xfailed": "≈", "recommended-failed": "!", "skipped": "–"}
+STATE = {"passed": "pass", "failed": "fail", "xfailed": "warn", "recommended-failed": "warn", "skipped": "skip"}
+WORD = {"passed": "passed", "failed": "failed", "xfailed": "expected failure",
+        "recommended-failed": "recommended check failed", "skipped": "skipped"}
+
+
+@dataclass
+class CellItem:
+    symbol: str
+    text: str  # the axes the check ran under, or a count
+    state: str
+    href: Optional[str]  # to the failure's message, for a problem
+    title: str
+
+
+def matrix_cell(records: list[Record], fail_href: str = "") -> tuple[str, list[CellItem]]:
+    """A matrix cell: one tick when every axis passed, else one item per axis that did not."""
+    if not records:
+        return "none", []
+    c = count(records)
+    if c.passed == len(records):
+        axes = ", ".join(r.axes for r in records if r.axes)
+        return "pass", [CellItem("✓", "", "pass", None, f"passed{': ' + axes if axes else ''}")]
+    items = [CellItem(SYMBOL.get(r.outcome, "?"), r.axes, STATE.get(r.outcome, "none"),
+                      f"{fail_href}#f-{r.id}" if r.outcome in WORD and r.outcome not in ("passed", "skipped") else None,
+                      f"{r.axes or r.id}: {WORD.get(r.outcome, r.outcome)}")
+             for r in records if r.outcome != "passed"]
+    if c.passed:
+        items.insert(0, CellItem("✓", str(c.passed), "pass", None, f"{c.passed} passed"))
+    return c.state, items
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.globals.update(SYMBOL=SYMBOL, STATE=STATE, WORD=WORD, LEVELS=LEVELS, matrix_cell=matrix_cell,
+                       count=count, matrix=matrix)
+    return env
+
+
+def _verdict(view: CheckView, runs: list[Run]) -> str:
+    ran = [r for r in runs if view.counts[r.slug].total]
+    failing = [r for r in runs if r.slug in view.failing_runs()]
+    if not failing:
+        return "passes everywhere it ran" if ran else "did not run"
+    if len(failing) == len(ran) and len(ran) > 1:
+        return f"fails in all {len(ran)} implementations"
+    return f"fails in {len(failing)} of {len(ran)}: " + ", ".join(r.title for r in failing)
+
+
+def _residue(run: Run) -> Optional[dict[str, Any]]:
+    residue = run.residue
+    if not isinstance(residue, dict):
+        return None
+    return {"fields": [tuple(f) for f in residue.get("fields", [])],
+            "wrapped": sorted((residue.get("wrapped") or {}).items())}
+
+
+def _common(runs: list[Run]) -> dict[str, Any]:
+    return {"suite_version": __version__,
+            "built": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+
+
+def implementation_page(env: jinja2.Environment, run: Run, *, root: str, standalone: bool,
+                        inline_css: str = "", common: Optional[dict[str, Any]] = None) -> str:
+    by_area = run.by_area()
+    keys = area_keys([run])
+    failures = run.problems(("failed", "recommended-failed"))
+    expected = run.problems(("xfailed",))
+    return env.get_template("implementation.html").render(
+        run=run, root=root, standalone=standalone, inline_css=inline_css, areas=keys, by_area=by_area,
+        failures=failures, expected=expected,
+        residue=_residue(run), badge_svg=badge.svg([{"outcome": r.outcome} for r in run.records]),
+        check_page=lambda r: check_page(r.check_key),
+        **(common or _common([run])))
+
+
+def single_run_html(meta: dict[str, Any], records: list[dict[str, Any]],
+                    residue: Optional[dict[str, Any]] = None) -> str:
+    """report.html of one run: the site's page for one implementation, in one file (style inlined)."""
+    from conformance.site.model import _record
+
+    run = Run(source=Path("results.json"), impl=str(meta.get("impl", "?")), manifest=str(meta.get("manifest", "?")),
+              transport=str(meta.get("transport", "both")),
+              records=[_record(r, "report") for r in records],
+              meta={**meta, **({"residue": residue} if residue else {})}, slug="run", title=str(meta.get("impl", "?")))
+    return implementation_page(environment(), run, root="", standalone=True, inline_css=CSS.read_text())
+
+
+def build_site(results: Iterable[Path], out: Path) -> Path:
+    """Write the site for these results.json files into `out`; returns its index.html."""
+    runs = load_all(results)
+    env = environment()
+    common = _common(runs)
+    out.mkdir(parents=True, exist_ok=True)
+    for sub in ("impl", "checks", "badges"):
+        (out / sub).mkdir(exist_ok=True)
+    shutil.copyfile(CSS, out / "style.css")
+    views = checks(runs)
+    verdicts = {v.key: _verdict(v, runs) for v in views}
+    for run in runs:
+        dicts = [{"outcome": r.outcome} for r in run.records]
+        (out / "badges" / f"{run.slug}.svg").write_text(badge.svg(dicts), encoding="utf-8")
+        (out / "badges" / f"{run.slug}.json").write_text(json.dumps(report.badge(dicts)), encoding="utf-8")
+        (out / "impl" / f"{run.slug}.html").write_text(
+            implementation_page(env, run, root="../", standalone=False, common=common), encoding="utf-8")
+    for view in views:
+        (out / "checks" / view.page).write_text(env.get_template("check.html").render(
+            view=view, runs=runs, verdict=verdicts[view.key], root="../", standalone=False, inline_css="",
+            **common), encoding="utf-8")
+    (out / "checks.html").write_text(env.get_template("checks.html").render(
+        views=views, runs=runs, verdicts=verdicts, root="", standalone=False, inline_css="", **common),
+        encoding="utf-8")
+    index = out / "index.html"
+    index.write_text(env.get_template("overview.html").render(
+        runs=runs, areas=area_keys(runs), by_area={run.slug: run.by_area() for run in runs},
+        root="", standalone=False, inline_css="", **common), encoding="utf-8")
+    return index

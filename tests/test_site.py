@@ -1,0 +1,181 @@
+"""The conformance site (ipc-conformance report site): what its pages say, built from results.json files.
+
+tests/test_site_browser.py opens the same pages in a real browser; here the HTML is read as text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import markupsafe
+import pytest
+
+from conformance.cli import main
+from conformance.site import build_site, single_run_html
+from conformance.site.model import ResultsError, load_all
+
+ROOT = Path(__file__).resolve().parents[1]
+
+PASSING = [
+    {"id": "Required.RoundTrip.AbortReq.Identical.msgpack.minimal", "outcome": "passed", "message": ""},
+    {"id": "Required.RoundTrip.AbortReq.Identical.pickle.minimal", "outcome": "passed", "message": ""},
+    {"id": "Required.HttpBase64.UpdateWeightsFromTensorReqInput.RejectsMalformed", "outcome": "passed",
+     "message": ""},
+    {"id": "Recommended.Golden.AbortReq.EncodesVector.minimal", "outcome": "passed", "message": ""},
+    {"id": "Required.Tensor.cuda.Exact.pickle", "outcome": "skipped", "message": "Skipped: no GPU"},
+]
+LONG = "\n".join(f"line {i} of the whole story" for i in range(2, 12))
+FAILING = [
+    {"id": "Required.RoundTrip.AbortReq.Identical.msgpack.minimal", "outcome": "failed",
+     "message": "AbortReq over msgpack: rid came back as bytes <script>alert(1)</script>\n" + LONG},
+    {"id": "Required.RoundTrip.AbortReq.Identical.pickle.minimal", "outcome": "passed", "message": ""},
+    {"id": "Required.HttpBase64.UpdateWeightsFromTensorReqInput.RejectsMalformed", "outcome": "xfailed",
+     "message": "accepted malformed base64", "reason": "base64 is not checked yet (tracked upstream)"},
+    {"id": "Recommended.Golden.AbortReq.EncodesVector.minimal", "outcome": "recommended-failed",
+     "message": "bytes differ at offset 3"},
+]
+
+
+def _results(folder: Path, impl: str, records: list[dict], **meta) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "results.json"
+    path.write_text(json.dumps({"impl": impl, "manifest": "sglang-0.5.23", "transport": "both", "counts": {},
+                                "results": records, **meta}))
+    return path
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("site")
+    good = _results(tmp / "good", "good-1.0", PASSING, impl_spec="reference", suite_version="0.1.0",
+                    date="2026-12-01T12:00:00Z",
+                    residue={"fields": [["AbortReq.extra", "Any"]], "wrapped": {"Foo": 2}})
+    bad = _results(tmp / "bad", "bad-2.0", FAILING, impl_spec="cmd:./bad testee")
+    out = tmp / "out"
+    assert main(["report", "site", str(good), str(bad.parent), "--out", str(out)]) == 0
+    return out
+
+
+def test_overview_has_a_cell_per_area_and_implementation(site):
+    page = (site / "index.html").read_text()
+    assert page.count('<th class="impl">') == 2
+    assert "good-1.0" in page and "bad-2.0" in page
+    # Required and Recommended apart; the failing RoundTrip cell of bad-2.0 links to its failures.
+    assert page.index("Required checks") < page.index("Recommended checks")
+    assert 'href="impl/bad-2.0.html#area-Required-RoundTrip"' in page
+    assert 'href="impl/good-1.0.html#matrix-Required-RoundTrip"' in page
+    assert re.search(r'<td class="cell fail"><a href="impl/bad-2.0.html#area-Required-RoundTrip">', page)
+    assert re.search(r'<td class="cell warn"><a href="impl/bad-2.0.html#area-Recommended-Golden">', page)
+    assert re.search(r'<td class="cell warn"><a href="impl/bad-2.0.html#expected-Required-HttpBase64">', page)
+    assert re.search(r'<td class="cell skip"><a href="impl/good-1.0.html#matrix-Required-Tensor">', page)
+    assert "<td class=\"cell none\"><span class=\"n none\">not run</span></td>" in page  # bad-2.0 ran no Tensor
+    assert "2026-12-01T12:00:00Z" in page and "0.1.0" in page
+
+
+def test_implementation_page_lists_failures_first_with_message_reason_and_reproducer(site):
+    page = (site / "impl" / "bad-2.0.html").read_text()
+    failures, matrices, residue = (page.index(f'id="{s}"') for s in ("failures", "matrices", "residue"))
+    assert failures < matrices < residue
+    failed = page.index('id="f-Required.RoundTrip.AbortReq.Identical.msgpack.minimal"')
+    recommended = page.index('id="f-Recommended.Golden.AbortReq.EncodesVector.minimal"')
+    expected = page.index('id="f-Required.HttpBase64.UpdateWeightsFromTensorReqInput.RejectsMalformed"')
+    # Failures (failed, then recommended checks that failed), then the expected ones, then the matrices.
+    assert failures < failed < recommended < page.index('id="expected"') < expected < matrices
+    assert "rid came back as bytes &lt;script&gt;" in page and "<script>" not in page  # escaped
+    first_lines = page[failed:recommended].split("<details>")[0]
+    assert "line 4 of" in first_lines and "line 5 of" not in first_lines  # four lines, then the whole message
+    assert "line 11 of the whole story" in page[failed:recommended]
+    assert "base64 is not checked yet (tracked upstream)" in page
+    assert ("ipc-conformance run --impl &#39;cmd:./bad testee&#39; --manifest sglang-0.5.23 -- -k "
+            "Required.RoundTrip.AbortReq.Identical.msgpack.minimal") in page
+    assert '<details class="matrix" id="matrix-Required-RoundTrip">' in page  # collapsed by default
+    assert 'href="#f-Required.RoundTrip.AbortReq.Identical.msgpack.minimal"' in page  # matrix cell -> failure
+    assert "does not record the pickle residue" in page
+
+
+def test_residue_table_when_results_carry_it(site):
+    page = (site / "impl" / "good-1.0.html").read_text()
+    assert "<code>AbortReq.extra</code></td><td><code>Any</code>" in page
+    assert "<code>Foo</code></td><td>2</td>" in page
+    assert "Failures (0)" in page
+
+
+def test_check_page_tells_whose_bug(site):
+    page = (site / "checks" / "Required.RoundTrip.Identical.html").read_text()
+    assert "This check fails in 1 of 2: bad-2.0." in page
+    assert "AbortReq.msgpack.minimal" in page  # the instance where they differ
+    assert "AbortReq.pickle.minimal" not in page  # both passed: nothing to tell
+    assert 'href="../impl/bad-2.0.html#f-Required.RoundTrip.AbortReq.Identical.msgpack.minimal"' in page
+    index = (site / "checks.html").read_text()
+    failing_part = index.split("Passing everywhere")[0]
+    assert "Required.RoundTrip.Identical" in failing_part
+    assert "Required.Tensor.Exact" not in failing_part
+
+
+def test_site_is_static_and_offline(site):
+    pages = list(site.rglob("*.html"))
+    assert len(pages) == 1 + 1 + 2 + 4  # overview, checks, two implementations, four checks
+    for page in pages:
+        text = page.read_text()
+        assert "<script" not in text.lower()
+        assert not re.search(r'(src|href)="(https?:)?//', text), page  # nothing from the network
+    assert (site / "style.css").is_file()
+    svg = ET.fromstring((site / "badges" / "bad-2.0.svg").read_text())
+    assert svg.findtext("{http://www.w3.org/2000/svg}title") == "ipc conformance: 2/4, 1 recommended failing"
+    assert json.loads((site / "badges" / "good-1.0.json").read_text())["color"] == "brightgreen"
+
+
+def test_same_implementation_twice_gets_two_pages(tmp_path):
+    a = _results(tmp_path / "msgpack-run", "x-1", PASSING)
+    b = _results(tmp_path / "pickle-run", "x-1", PASSING)
+    runs = load_all([a, b])
+    assert [r.title for r in runs] == ["x-1 (msgpack-run)", "x-1 (pickle-run)"]
+    assert len({r.slug for r in runs}) == 2
+
+
+def test_bad_results_name_file_and_field(tmp_path, capsys):
+    broken = tmp_path / "results.json"
+    broken.write_text(json.dumps({"impl": "x", "results": [{"id": "Required.A.B.C"}]}))
+    assert main(["report", "site", str(broken), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert str(broken) in err and "results[0]" in err and "'outcome'" in err
+    broken.write_text(json.dumps({"impl": "x"}))
+    with pytest.raises(ResultsError, match=f"{re.escape(str(broken))}: missing field 'results'"):
+        load_all([broken])
+    with pytest.raises(ResultsError, match="nothing.json: cannot read results"):
+        load_all([tmp_path / "nothing.json"])
+
+
+def test_single_run_report_is_the_implementation_page():
+    page = single_run_html({"impl": "bad-2.0", "manifest": "sglang-0.5.23", "transport": "both"}, FAILING)
+    assert "<style>" in page and 'rel="stylesheet"' not in page  # one file: opens anywhere
+    assert 'id="f-Required.RoundTrip.AbortReq.Identical.msgpack.minimal"' in page
+    assert 'href="../' not in page and "checks/" not in page  # no links into a site that is not there
+
+
+@pytest.mark.slow
+def test_site_from_a_real_run_of_a_defective_adapter(tmp_path):
+    """A real run (the reference with its base64 check removed) and the site built from it."""
+    run = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", "defective_adapters:NoBase64",
+         "--transport", "msgpack", "--report-dir", str(tmp_path / "run"), "--", "-k", "HttpBase64 or Primitive"],
+        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "tests")},
+        capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    out = tmp_path / "site"
+    assert main(["report", "site", str(tmp_path / "run"), "--out", str(out)]) == 0
+    records = json.loads((tmp_path / "run" / "results.json").read_text())["results"]
+    failed = [r for r in records if r["outcome"] == "failed"]
+    assert failed and all(".HttpBase64." in r["id"] for r in failed)
+    (slug,) = [p.stem for p in (out / "impl").glob("*.html")]
+    page = (out / "impl" / f"{slug}.html").read_text()
+    for r in failed:
+        assert f'id="f-{r["id"]}"' in page
+        assert str(markupsafe.escape(r["message"].strip().splitlines()[0])) in page
+    assert f'href="impl/{slug}.html#area-Required-HttpBase64"' in (out / "index.html").read_text()
