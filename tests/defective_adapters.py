@@ -207,3 +207,31 @@ class ReorderedFields(_ModuleAdapter):
             out.fields[a], out.fields[b] = out.fields[b], out.fields[a]
 
         super().__init__(edit)
+
+
+# -- the capability contract: declared and failing vs not declared ---------------------------
+def _not_written_yet(what: str) -> None:
+    raise NotImplementedError(f"{what}: not written yet")  # a genuine gap deep in an implementation
+
+
+class SendNotImplemented(ReferenceAdapter):
+    """Declares 'socket' and 'zero_copy' (as the reference does), but its send path raises
+    NotImplementedError inside: the Socket and ZeroCopy checks must fail, not skip."""
+
+    def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
+        _not_written_yet("multipart send")
+
+
+class ControllerPathNotImplemented(ReferenceAdapter):
+    """Declares 'receive_path.controller', whose path raises NotImplementedError inside: the
+    ReceivePath.Controller checks must fail, not skip."""
+
+    def receive_paths(self) -> Any:
+        return {**super().receive_paths(), "controller": lambda obj, transport: _not_written_yet("controller")}
+
+
+class NoSocketNoEngine(ReferenceAdapter):
+    """The reference declaring neither ZeroMQ nor its engine: those checks skip, naming what is missing."""
+
+    capabilities = frozenset(c for c in ReferenceAdapter.capabilities
+                             if c not in ("socket", "zero_copy", "e2e") and not c.startswith("receive_path."))

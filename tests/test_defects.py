@@ -90,3 +90,38 @@ def test_reference_passes_the_same_selections(tmp_path):
     results = json.loads(report.read_text())["results"]
     bad = [r["id"] for r in results if r["outcome"] not in ("passed", "skipped")]
     assert not bad, proc.stdout[-2000:]
+
+
+# -- capabilities: a declared operation that raises fails; an undeclared one skips, named ------
+def _records(adapter: str, selection: str, tmp_path: Path, *options: str) -> dict[str, dict]:
+    report = tmp_path / "report.json"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", f"defective_adapters:{adapter}", *options,
+         "--expectations", os.devnull, "--report", str(report), "--", "-k", selection],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    records = {r["id"]: r for r in json.loads(report.read_text())["results"]}
+    assert records, f"nothing selected by -k {selection!r}"
+    return records
+
+
+@pytest.mark.parametrize("adapter, selection", [
+    ("SendNotImplemented", "(Socket and AbortReq) or ZeroCopy"),
+    ("ControllerPathNotImplemented", "ReceivePath and Controller and AbortReq")])
+def test_not_implemented_inside_a_declared_operation_fails(adapter, selection, tmp_path):
+    records = _records(adapter, selection, tmp_path)
+    assert {r["outcome"] for r in records.values()} == {"failed"}, records
+    assert all("NotImplementedError" in r["message"] and "not written yet" in r["message"] for r in records.values())
+
+
+def test_an_undeclared_capability_skips_naming_it(tmp_path):
+    records = _records("NoSocketNoEngine", "(Socket and AbortReq) or ZeroCopy or (ReceivePath and AbortReq) or E2E",
+                       tmp_path, "--e2e")
+    assert {r["outcome"] for r in records.values()} == {"skipped"}, records
+    for check_id, record in records.items():
+        area = check_id.split(".")[1]
+        named = {"Socket": "'socket'", "ZeroCopy": "'socket'", "E2E": "'e2e'", "ReceivePath": "'receive_path."}[area]
+        assert "does not offer" in record["message"] and named in record["message"], (check_id, record["message"])
+    assert len([i for i in records if ".E2E." in i]) == 17
