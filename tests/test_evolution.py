@@ -150,3 +150,72 @@ def test_cli_verify(capsys):
     assert "0 contradict the diff" in out and "silently wrong: none" in out
     assert "TokenizedGenerateReqInput backward msgpack: loud  [field-inserted]" in out
     assert main(["schema", "verify"]) == 2
+
+
+# -- an implementation against a peer on another release (run --peer) ---------------------
+def _peer_outcomes(adapter, peer: str) -> dict[tuple[str, str, str], evolution.Exchange]:
+    pc = evolution.PeerCheck(adapter, load_manifest("sglang-0.5.23"), load_manifest(peer))
+    return {(m, d, t): pc.exchange(m, d, t) for m in pc.messages() for d in evolution.PEER_DIRECTIONS
+            if not pc.sender(m, d) for t in evolution.TRANSPORTS}
+
+
+def test_the_reference_against_its_own_release_exchanges_everything():
+    from reference_tools.adapter import ReferenceAdapter
+
+    assert {e.outcome for e in _peer_outcomes(ReferenceAdapter(), "sglang-0.5.23").values()} == {OK}
+
+
+def test_the_reference_against_an_older_peer_fails_where_the_diff_says():
+    from reference_tools.adapter import ReferenceAdapter
+
+    got = _peer_outcomes(ReferenceAdapter(), "sglang-0.5.22")
+    failing = {k: e for k, e in got.items() if e.outcome != OK}
+    assert all(not e.allowed and e.outcome == LOUD for e in failing.values())
+    assert all(e.outcome == OK for e in got.values() if e.allowed)
+    # the same outcomes as the releases' own structs (schema verify 0.5.22 -> 0.5.23)
+    releases = verify(load_manifest("sglang-0.5.22"), load_manifest("sglang-0.5.23"))
+    assert sorted((e.message, e.direction) for e in releases.exchanges if e.outcome != OK) == sorted(
+        (m, "forward" if d == "to-peer" else "backward") for m, d, _ in failing)
+    assert "Unexpected keyword argument 'gc_threshold'" in failing["FreezeGCReq", "to-peer", "pickle"].evidence
+    assert "Invalid value 'GetHiCacheL3LayoutReq'" in failing["GetHiCacheL3LayoutReq", "to-peer", "msgpack"].evidence
+
+
+def test_an_implementation_that_loses_a_field_fails_an_exchange_the_diff_allows():
+    import msgspec
+
+    from reference_tools.adapter import ReferenceAdapter
+
+    class ForgetsRid(ReferenceAdapter):
+        def decode(self, data, transport):
+            value = super().decode(data, transport)
+            if type(value).__name__ == "AbortReq":
+                value = msgspec.structs.replace(value, rid="lost")
+            return value
+
+    got = _peer_outcomes(ForgetsRid(), "sglang-0.5.22")
+    bad = got["AbortReq", "from-peer", "msgpack"]
+    assert bad.allowed and bad.outcome == SILENT and 'AbortReq.rid = "lost"' in bad.evidence
+    assert got["AbortReq", "to-peer", "msgpack"].outcome == OK
+
+
+def test_run_with_peer(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    report = tmp_path / "results.json"
+    cmd = [sys.executable, "-m", "conformance.cli", "run", "--peer", "sglang-0.5.22", "--report", str(report),
+           "--", "-k", "Peer and FreezeGCReq"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    results = {r["id"]: r for r in json.loads(report.read_text())["results"]}
+    assert set(results) == {f"Recommended.Peer.FreezeGCReq.Exchanges.{d}-sglang-0.5.22.{t}"
+                            for d in ("to", "from") for t in ("msgpack", "pickle")}
+    loud = results["Recommended.Peer.FreezeGCReq.Exchanges.to-sglang-0.5.22.pickle"]
+    assert loud["outcome"] == "recommended-failed"
+    assert "loud: FreezeGCReq to-sglang-0.5.22 over pickle [field-appended-with-default; schema diff BACKWARD]" \
+        in loud["message"]
+    assert [r["outcome"] for i, r in results.items() if i != loud["id"]] == ["passed"] * 3
+    strict = subprocess.run(cmd[:4] + ["--strict"] + cmd[4:], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=600)
+    assert strict.returncode == 1

@@ -36,11 +36,15 @@ from conformance.schema.golden.view import to_view
 from conformance.schema.manifest import Manifest, T, parse
 from conformance.schema.values import VARIANTS, ValueBuilder
 
-__all__ = ["Exchange", "Verification", "DIRECTIONS", "TRANSPORTS", "OK", "LOUD", "SILENT",
-           "exchange", "reach", "render_text", "verify"]
+__all__ = ["Exchange", "ImplementationSide", "PeerCheck", "Verification", "VersionSide", "DIRECTIONS",
+           "PEER_DIRECTIONS", "TRANSPORTS", "OK", "LOUD", "SILENT", "exchange", "reach", "render_text", "verify"]
 
 OK, LOUD, SILENT = "ok", "loud", "silent"
 DIRECTIONS = ("backward", "forward")  # backward: new reads old; forward: old reads new
+PEER_DIRECTIONS = ("to-peer", "from-peer")  # an implementation against a release (PeerCheck)
+# The diff of a peer runs from the peer's manifest to the implementation's: the
+# implementation reading the peer is the diff's backward direction.
+_DIFF_DIRECTION = {"backward": "b", "forward": "f", "from-peer": "b", "to-peer": "f"}
 TRANSPORTS = ("msgpack", "pickle")
 _SHORT = 60
 
@@ -59,7 +63,7 @@ class Exchange:
 
     @property
     def allowed(self) -> bool:
-        return self.direction[0] in _DIRS[self.expected]
+        return _DIFF_DIRECTION[self.direction] in _DIRS[self.expected]
 
     @property
     def contradiction(self) -> Optional[str]:
@@ -133,7 +137,7 @@ def _plain(view: Any) -> Any:
 class _Compare:
     """Walks the reader's view beside the writer's, naming the first field that differs."""
 
-    def __init__(self, reader: Catalogue, writer: Manifest) -> None:
+    def __init__(self, reader: Any, writer: Manifest) -> None:
         self.reader, self.writer = reader, writer
 
     def first_difference(self, got: Any, meant: Any, path: str) -> Optional[str]:
@@ -196,12 +200,78 @@ class _Compare:
 _OPAQUE = object()  # a default made fresh per instance (a uuid): any value will do
 
 
-# -- the two transports --------------------------------------------------------------
+# -- the two ends of an exchange ----------------------------------------------------
+class VersionSide:
+    """A release, by its manifest: structs generated in-process, its golden vectors."""
+
+    def __init__(self, catalogue: Catalogue) -> None:
+        self.catalogue = catalogue
+        self.manifest: Manifest = catalogue.manifest
+        self.classes = catalogue.classes
+
+    def value(self, message: str, variant: str) -> Any:
+        return ValueBuilder(self.manifest, self.classes, variant).instance(message)
+
+    def msgpack_out(self, message: str, variant: str) -> tuple[bytes, Any]:
+        """The golden vector (encoded now for a manifest without a golden folder), and what it means."""
+        data = _golden_bytes(self.manifest.id, message, variant)
+        if data is None:
+            data = self.catalogue.encode(self.value(message, variant))
+        return data, to_view(self.catalogue.decode(data))
+
+    def pickle_out(self, message: str, variant: str, reader: Any) -> tuple[bytes, Any]:
+        value = self.value(message, variant)
+        if isinstance(reader, VersionSide):
+            return pickle.dumps(value), to_view(value)
+        return _renamed_pickle(value, self, reader), to_view(value)
+
+    def msgpack_in(self, data: bytes) -> Any:
+        return self.catalogue.decode(data)
+
+    def pickle_in(self, data: bytes, writer: Any) -> Any:
+        return _ReaderUnpickler(data, writer, self).load()
+
+    def revalidate(self, obj: Any) -> None:
+        self.catalogue.decode(self.catalogue.encode(obj))
+
+
+class ImplementationSide:
+    """An implementation under test, through its adapter (encode, decode, classes), as the
+    release its manifest describes."""
+
+    def __init__(self, adapter: Any, manifest: Manifest) -> None:
+        self.adapter, self.manifest = adapter, manifest
+        self.classes = adapter.classes()
+
+    def value(self, message: str, variant: str) -> Any:
+        return ValueBuilder(self.manifest, self.classes, variant).instance(message)
+
+    def msgpack_out(self, message: str, variant: str) -> tuple[bytes, Any]:
+        value = self.value(message, variant)
+        meant = to_view(value)
+        return self.adapter.encode(value, "msgpack"), meant
+
+    def pickle_out(self, message: str, variant: str, reader: Any) -> tuple[bytes, Any]:
+        value = self.value(message, variant)
+        meant = to_view(value)
+        return self.adapter.encode(value, "pickle"), meant
+
+    def msgpack_in(self, data: bytes) -> Any:
+        return self.adapter.decode(data, "msgpack")
+
+    def pickle_in(self, data: bytes, writer: Any) -> Any:
+        return self.adapter.decode(data, "pickle")
+
+    def revalidate(self, obj: Any) -> None:
+        if self.adapter.supports("msgpack"):
+            self.adapter.decode(self.adapter.encode(obj, "msgpack"), "msgpack")
+
+
 class _ReaderUnpickler(pickle.Unpickler):
     """Loads a pickle written with the writer's classes using the reader's: a class is named
     by the module its manifest records (as the real implementation's pickle would name it)."""
 
-    def __init__(self, data: bytes, writer: Catalogue, reader: Catalogue) -> None:
+    def __init__(self, data: bytes, writer: Any, reader: Any) -> None:
         super().__init__(io.BytesIO(data))
         self.writer, self.reader = writer, reader
         self.reader_modules = {s.module for s in reader.manifest.structs.values()} | {
@@ -222,8 +292,17 @@ class _ReaderUnpickler(pickle.Unpickler):
         return self.reader.classes[name]
 
 
-def _writer_value(writer: Catalogue, message: str, variant: str) -> Any:
-    return ValueBuilder(writer.manifest, writer.classes, variant).instance(message)
+def _renamed_pickle(value: Any, writer: VersionSide, reader: ImplementationSide) -> bytes:
+    """The writer's pickle as the implementation would receive it from that release: each
+    class named where the implementation keeps the class of that name (protocol 2 names
+    classes in plain text). A class the implementation lacks keeps the writer's module."""
+    data = pickle.dumps(value, protocol=2)
+    for name, cls in writer.classes.items():
+        mine = reader.classes.get(name)
+        spec = writer.manifest.structs.get(name) or writer.manifest.enums.get(name)
+        target = mine.__module__ if mine is not None else spec.module if spec is not None else cls.__module__
+        data = data.replace(f"c{cls.__module__}\n{name}\n".encode(), f"c{target}\n{name}\n".encode())
+    return data
 
 
 @lru_cache(maxsize=None)
@@ -232,12 +311,6 @@ def _golden_bytes(manifest_id: str, message: str, variant: str) -> Optional[byte
 
     path = golden_dir() / manifest_id / f"{message}.{variant}.msgpack"
     return path.read_bytes() if path.exists() else None
-
-
-def _msgpack_bytes(writer: Catalogue, message: str, variant: str) -> bytes:
-    """The golden vector on disk; encoded now for a manifest without a golden folder."""
-    data = _golden_bytes(writer.manifest.id, message, variant)
-    return data if data is not None else writer.encode(_writer_value(writer, message, variant))
 
 
 def _error(exc: BaseException) -> str:
@@ -287,16 +360,15 @@ def _where(reader: Manifest, writer: Manifest, message: str, path: str, meant: A
     return ".".join(names) + source
 
 
-def exchange_once(writer: Catalogue, reader: Catalogue, message: str, variant: str, transport: str) -> tuple[str, str]:
-    """(outcome, evidence) for one canonical vector of one message."""
+def exchange_once(writer: Any, reader: Any, message: str, variant: str, transport: str) -> tuple[str, str]:
+    """(outcome, evidence) for one canonical vector of one message, from writer to reader
+    (a VersionSide or an ImplementationSide each)."""
     if transport == "msgpack":
-        data = _msgpack_bytes(writer, message, variant)
-        meant = to_view(writer.decode(data))
-        load: Callable[[], Any] = lambda: reader.decode(data)  # noqa: E731
+        data, meant = writer.msgpack_out(message, variant)
+        load: Callable[[], Any] = lambda: reader.msgpack_in(data)  # noqa: E731
     else:
-        value = _writer_value(writer, message, variant)
-        meant, data = to_view(value), pickle.dumps(value)
-        load = lambda: _ReaderUnpickler(data, writer, reader).load()  # noqa: E731
+        data, meant = writer.pickle_out(message, variant, reader)
+        load = lambda: reader.pickle_in(data, writer)  # noqa: E731
     try:
         got = load()
     except Exception as exc:  # the reader refused the bytes: a loud failure
@@ -311,13 +383,13 @@ def exchange_once(writer: Catalogue, reader: Catalogue, message: str, variant: s
     if transport == "pickle":
         # pickle checks no types: a value the reader's own codec refuses is silently wrong
         try:
-            reader.decode(reader.encode(got))
+            reader.revalidate(got)
         except Exception as exc:
             return SILENT, f"{variant}: decoded without error into a {message} its own types reject: {_error(exc)}"
     return OK, ""
 
 
-def exchange(writer: Catalogue, reader: Catalogue, message: str, transport: str) -> tuple[str, str]:
+def exchange(writer: Any, reader: Any, message: str, transport: str) -> tuple[str, str]:
     """The worst outcome over the canonical variants (silent over loud over ok) and its evidence."""
     worst = (OK, "")
     for variant in VARIANTS:
@@ -332,7 +404,7 @@ def exchange(writer: Catalogue, reader: Catalogue, message: str, transport: str)
 # -- the whole check -------------------------------------------------------------------
 def verify(old: Manifest, new: Manifest, *, transports: Iterable[str] = TRANSPORTS) -> Verification:
     result = diff(old, new)
-    cats = {"old": catalogue_for(old), "new": catalogue_for(new)}
+    cats = {"old": VersionSide(catalogue_for(old)), "new": VersionSide(catalogue_for(new))}
     exchanges = []
     for message in sorted({s.name for s in old.messages} | {s.name for s in new.messages}):
         changes = _relevant(result, old, new, message)
@@ -348,6 +420,37 @@ def verify(old: Manifest, new: Manifest, *, transports: Iterable[str] = TRANSPOR
                 exchanges.append(Exchange(message, direction, transport, outcome, evidence, level,
                                           sorted(set(bad))))
     return Verification(old.id, new.id, exchanges)
+
+
+class PeerCheck:
+    """An implementation (its adapter, as the release `manifest` describes) against a peer on
+    another release: per message, direction and transport, what the exchange does."""
+
+    def __init__(self, adapter: Any, manifest: Manifest, peer: Manifest) -> None:
+        self.manifest, self.peer_manifest = manifest, peer
+        self.impl = ImplementationSide(adapter, manifest)
+        self.peer = VersionSide(catalogue_for(peer))
+        self.diff = diff(peer, manifest)
+
+    def messages(self) -> list[str]:
+        return sorted({s.name for s in self.manifest.messages} | {s.name for s in self.peer_manifest.messages})
+
+    def sender(self, message: str, direction: str) -> Optional[str]:
+        """Why the writer of this direction cannot send the message, or None when it can."""
+        writer = self.impl if direction == "to-peer" else self.peer
+        spec = writer.manifest.structs.get(message)
+        if spec is None or spec.role != "message":
+            return f"{writer.manifest.id} has no message {message}"
+        return None
+
+    def exchange(self, message: str, direction: str, transport: str) -> Exchange:
+        writer, reader = (self.impl, self.peer) if direction == "to-peer" else (self.peer, self.impl)
+        changes = _relevant(self.diff, self.peer_manifest, self.manifest, message)
+        d = _DIFF_DIRECTION[direction]
+        level = meet(*(getattr(c, transport) for c in changes))
+        bad = sorted({c.rule for c in changes if d not in _DIRS[getattr(c, transport)]})
+        outcome, evidence = exchange(writer, reader, message, transport)
+        return Exchange(message, direction, transport, outcome, evidence, level, bad)
 
 
 def render_text(result: Verification, *, every: bool = False) -> str:
