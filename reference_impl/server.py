@@ -38,6 +38,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--exit-on-child-death", action="store_true",
                         help="when an engine process dies, fail the waiting requests and shut the whole server "
                              "down (exit status 3) instead of serving 503 until stopped")
+    parser.add_argument("--skip-forward", action="store_true",
+                        help="IPC-bound mode: no forward pass; each step's next token comes from a deterministic "
+                             "rule (printable ASCII), so the time left is scheduling, IPC and detokenization. "
+                             "Generation only (no logprobs, hidden states, embeddings or weight updates)")
+    parser.add_argument("--profile-dir", help="run each engine process's loop under cProfile and write "
+                                              "<dir>/<process>.prof when the server stops")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--trace-dir", help="write OpenTelemetry spans as JSON lines here, one file per process")
     parser.add_argument("--tap-dir", help="test hook: record every received IPC frame here, one file per process")
@@ -62,6 +68,7 @@ def config_from_args(args: argparse.Namespace):
         threads_per_process=args.threads, log_level=args.log_level, trace_dir=args.trace_dir,
         tap_dir=args.tap_dir, debug_skip_unwrap=tuple(args.debug_skip_unwrap),
         max_request_bytes=args.max_request_bytes, exit_on_child_death=args.exit_on_child_death,
+        skip_forward=args.skip_forward, profile_dir=args.profile_dir,
     )
 
 

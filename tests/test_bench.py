@@ -17,7 +17,7 @@ import torch
 from reference_tools.bench import codec_bench as cb
 from reference_tools.bench import serve_bench as sb
 from reference_tools.bench.cli import parse_size
-from reference_tools.bench.timing import Stat, interleaved, paired_ratios, percentile
+from reference_tools.bench.timing import Stat, bootstrap_ratio, interleaved, paired_ratios, percentile
 from conformance.cli import main as cli_main
 from reference_impl import codec, ext
 from reference_impl import io_struct as S
@@ -170,7 +170,31 @@ def test_bench_serve_command_both_transports(tmp_path, capsys):
             assert m["output_throughput"] > 0 and m["ttft_ms"]["p99"] >= m["ttft_ms"]["median"] > 0
             assert len(m["request_throughput_rounds"]) == 2
             assert {"scheduler_0", "detokenizer", "tokenizer_manager"} <= set(m["cpu_ms_per_request"])
-        assert lv["ratios"]["request_throughput"] > 0
+        ci = lv["ratios"]["request_throughput"]
+        assert ci["lo"] <= ci["center"] <= ci["hi"] and ci["n"] == 2
+        assert ci["verdict"] in ("msgpack faster", "msgpack slower", "not distinguishable")
+    assert "bootstrap interval over 2 rounds" in out
+
+
+def test_bootstrap_verdicts_and_rounds_needed():
+    faster = bootstrap_ratio([1.2, 1.25, 1.18, 1.22, 1.21])
+    assert faster.verdict == "msgpack faster" and 1.0 < faster.lo <= faster.center <= faster.hi
+    assert bootstrap_ratio([0.8, 0.82, 0.79, 0.81]).verdict == "msgpack slower"
+    # Latencies: lower is faster.
+    assert bootstrap_ratio([0.8, 0.82, 0.79, 0.81], higher_is_faster=False).verdict == "msgpack faster"
+    wide = bootstrap_ratio([0.9, 1.2, 1.0, 1.15])
+    assert wide.verdict == "not distinguishable" and wide.lo < 1.0 < wide.hi
+    assert wide.rounds_needed > wide.n
+    assert bootstrap_ratio([1.1]).verdict.startswith("not distinguishable")
+
+
+def test_ipc_preset_serves_without_the_forward_pass():
+    parser = __import__("argparse").ArgumentParser()
+    sb.add_arguments(parser)
+    s = sb.settings_from_args(parser.parse_args(["--preset", "ipc"]))
+    assert s.skip_forward and s.concurrency == [1, 256, 1024] and len(s.num_prompts) == 3
+    server_cmd = sb.Server.__init__.__code__.co_consts  # the flag is passed on to every server
+    assert "--skip-forward" in server_cmd
 
 
 # -- codec fast paths: same bytes, same values, same errors ----------------------------------

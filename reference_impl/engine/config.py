@@ -51,6 +51,11 @@ class EngineConfig:
     # Test hook: processes whose receive path skips the PickleWrapper unwrap (e.g.
     # ("controller",)), to prove that the conformance checks notice. Never in production.
     debug_skip_unwrap: tuple[str, ...] = ()
+    # IPC-bound mode (like SGLang's skip-forward / dummy-weight modes): the scheduler runs its
+    # whole loop, but the model step is a deterministic next-token rule that costs nothing, so
+    # what remains is batching, bookkeeping, time stats, IPC and detokenization.
+    skip_forward: bool = False
+    profile_dir: Optional[str] = None  # each process's loop under cProfile, written here on exit
 
     def resolved(self) -> "EngineConfig":
         from reference_impl import codec

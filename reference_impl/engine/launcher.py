@@ -22,6 +22,7 @@ from multiprocessing.connection import wait
 from typing import Any, Optional
 
 from .config import CONTROLLER, DETOKENIZER, TOKENIZER_MANAGER, EngineConfig, IpcNames, scheduler_name
+from .profiling import profiled
 from .runtime import setup_logging
 
 logger = logging.getLogger(__name__)
@@ -159,7 +160,8 @@ def launch_server(config: EngineConfig) -> None:
         server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_config=None,
                                                log_level=config.log_level, access_log=config.log_level == "debug",
                                                timeout_graceful_shutdown=3, lifespan="on"))
-        server.run()  # handles SIGINT/SIGTERM itself, then re-raises the signal (caught here)
+        with profiled(TOKENIZER_MANAGER, config.profile_dir):
+            server.run()  # handles SIGINT/SIGTERM itself, then re-raises the signal (caught here)
         if died and config.exit_on_child_death:
             raise EngineFailure(f"engine process died: {'; '.join(died)}; server shut down")
     except (KeyboardInterrupt, _Terminated):

@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection
 from typing import Any, Callable
 
 from .config import EngineConfig, IpcNames
+from .profiling import profiled
 
 LOG_FORMAT = "%(asctime)s [%(process_label)s] %(levelname)s %(name)s: %(message)s"
 
@@ -82,7 +83,8 @@ def run_child(process: str, config: EngineConfig, ipc: IpcNames, ready: Connecti
     ready.close()
     code = 0
     try:
-        worker.event_loop()
+        with profiled(process, config.profile_dir):
+            worker.event_loop()
     except SystemExit:
         pass
     except BaseException:

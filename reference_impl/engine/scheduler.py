@@ -45,7 +45,7 @@ from . import weights
 from .checkpoint import load_model
 from .config import EngineConfig, IpcNames, scheduler_name
 from .ipc import Receiver, Sender, choose_unwrap
-from .model import KVCache
+from .model import KVCache, ModelConfig
 from .runtime import run_child
 from .sampling import Logprobs, make_generator, sample
 from .tap import Tap
@@ -104,13 +104,17 @@ class Scheduler:
         self.name = scheduler_name(dp_rank)
         self.transport = config.transport
         self.device = torch.device(config.scheduler_device(dp_rank))
-        self.model = load_model(config.model_path, device=str(self.device))
-        self.model_config = self.model.config
+        self.skip_forward = config.skip_forward
+        if self.skip_forward:  # IPC-bound mode: no weights, no KV cache
+            self.model, self.model_config = None, ModelConfig.load(config.model_path)
+        else:
+            self.model = load_model(config.model_path, device=str(self.device))
+            self.model_config = self.model.config
         self.tokenizer = ByteTokenizer.from_pretrained(config.model_path)
         self.context_length = config.context_length or self.model_config.max_position_embeddings
         self.max_running = config.max_running_requests
-        self.cache = KVCache(self.model_config, self.max_running, self.context_length, self.device,
-                             self.model_config.dtype)
+        self.cache = None if self.skip_forward else KVCache(
+            self.model_config, self.max_running, self.context_length, self.device, self.model_config.dtype)
         self.free_slots = list(range(self.max_running))
         self.waiting: list[Req] = []
         self.running: list[Req] = []
@@ -203,6 +207,8 @@ class Scheduler:
             raise ValueError("empty input_ids")
         if len(ids) >= self.context_length:
             raise ValueError(f"prompt of {len(ids)} tokens does not fit the context of {self.context_length}")
+        if self.skip_forward and (obj.return_logprob or obj.return_hidden_states):
+            raise ValueError("--skip-forward computes no logits: logprobs and hidden states are not available")
         stats = obj.time_stats
         if stats is not None:
             stats.mark("scheduler_recv")
@@ -253,6 +259,11 @@ class Scheduler:
             self.running.append(req)
 
     def _prefill(self, req: Req) -> None:
+        if self.skip_forward:
+            if req.time_stats is not None:
+                req.time_stats.mark("prefill_done")
+            self._take_token(req, skipped_forward_token(req))
+            return
         ids = torch.tensor([req.input_ids], device=self.device)
         positions = torch.arange(len(req.input_ids), device=self.device)[None]
         hidden = self.model(ids, positions, torch.tensor([req.slot], device=self.device), self.cache)[0]
@@ -271,6 +282,10 @@ class Scheduler:
     def run_decode(self) -> None:
         active = [r for r in self.running if not r.finished]
         if not active:
+            return
+        if self.skip_forward:
+            for req in active:
+                self._take_token(req, skipped_forward_token(req))
             return
         b = self.max_running
         ids = torch.full((b, 1), self.tokenizer.pad_token_id, dtype=torch.long)
@@ -295,6 +310,10 @@ class Scheduler:
         token = sample(logits, req.params, req.generator, req.counts)
         if req.counts is not None:
             req.counts[token] += 1
+        self._take_token(req, token, lp, row)
+
+    def _take_token(self, req: Req, token: int, lp: Optional[Logprobs] = None, row: int = 0) -> None:
+        """The bookkeeping of one new token (sampled, or the skip-forward rule's)."""
         req.output_ids.append(token)
         req.steps_since_sent += 1
         if lp is not None and req.return_logprob:
@@ -448,6 +467,8 @@ class Scheduler:
 
     # -- embeddings -----------------------------------------------------------------
     def run_embedding(self, obj: TokenizedEmbeddingReqInput) -> None:
+        if self.skip_forward:
+            raise ValueError("--skip-forward runs no model: embeddings are not available")
         ids = list(obj.input_ids or [])
         if not ids or len(ids) > self.context_length:
             raise ValueError(f"embedding input of {len(ids)} tokens; must be 1..{self.context_length}")
@@ -479,10 +500,14 @@ class Scheduler:
         if self.running or self.waiting:
             return FlushCacheReqOutput(rid=obj.rid, success=False,
                                        message=f"{self.name}: {len(self.running) + len(self.waiting)} requests in flight")
-        self.cache.clear()
+        if self.cache is not None:
+            self.cache.clear()
         return FlushCacheReqOutput(rid=obj.rid, success=True, message=f"{self.name}: cache flushed")
 
     def update_weights(self, obj: UpdateWeightsFromTensorReqInput) -> UpdateWeightsFromTensorReqOutput:
+        if self.skip_forward:
+            return UpdateWeightsFromTensorReqOutput(rid=obj.rid, success=False,
+                                                    message=f"{self.name}: --skip-forward holds no weights")
         try:
             tensors = weights.load_named_tensors(obj.serialized_named_tensors, obj.load_format, tp_rank=0)
             weights.check_named_tensors(tensors, self.model.parameter_shapes())
@@ -506,6 +531,13 @@ class Scheduler:
         self.ctx.term()
         self.tap.close()
         self.tracing.shutdown()
+
+
+def skipped_forward_token(req: Req) -> int:
+    """The IPC-bound mode's next token: printable ASCII (one byte token, never a special one),
+    a function of the previous token and the position, so runs are reproducible."""
+    last = req.output_ids[-1] if req.output_ids else req.input_ids[-1]
+    return 32 + (last * 7 + req.seq_len) % 95
 
 
 def scheduler_receiver(ctx: zmq.Context, config: EngineConfig, ipc: IpcNames, dp_rank: int, tap: Tap) -> Receiver:

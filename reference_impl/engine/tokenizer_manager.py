@@ -449,6 +449,7 @@ class TokenizerManager:
             "context_length": self.context_length,
             "max_running_requests": self.config.max_running_requests,
             "stream_interval": self.config.stream_interval,
+            "skip_forward": self.config.skip_forward,
             "weight_version": self.weight_version,
             "tracing": self.tracing.enabled,
             "ipc_dir": self.ipc.ipc_dir,

@@ -13,9 +13,15 @@ order), so drift and neighbours' load hit both alike. Ratios are per round pair,
 by their median.
 
 Presets: ``cpu`` (default) sizes the run for a small CPU machine with the built-in tiny
-model, where the model's compute is small and IPC is a visible part of each step; ``gpu`` is
-the seed's setting (1024 concurrent, 4096 requests, input 1024, output 200) for a GPU and a
-real checkpoint (``--model``).
+model, where the model's compute is small and IPC is a visible part of each step; ``ipc``
+serves with ``--skip-forward`` (the scheduler's loop without the forward pass), so what is
+measured is scheduling, IPC and detokenization; ``gpu`` is the seed's setting (1024
+concurrent, 4096 requests, input 1024, output 200) for a GPU and a real checkpoint
+(``--model``).
+
+Every msgpack/pickle ratio comes with a bootstrap confidence interval over the rounds
+(geometric mean of the per-round ratios) and a verdict: msgpack faster, slower, or not
+distinguishable (then with the number of rounds that would likely separate it).
 """
 
 from __future__ import annotations
@@ -36,13 +42,17 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from reference_tools.bench.timing import percentile
+from reference_tools.bench.timing import RatioCI, bootstrap_ratio, percentile
 
 TRANSPORTS = ("pickle", "msgpack")
 PRESETS: dict[str, dict[str, Any]] = {
     # Built-in tiny model on a 2-core CPU: a lone request, then a full batch.
     "cpu": dict(concurrency=[1, 256], num_prompts=[16, 512], input_len=128, output_len=32, rounds=3, device="cpu",
                 dp_size=1),
+    # IPC-bound: no forward pass, short prompts, long outputs streamed token by token, so the
+    # step messages (scheduler -> detokenizer -> tokenizer manager, every step) dominate.
+    "ipc": dict(concurrency=[1, 256, 1024], num_prompts=[16, 256, 1024], input_len=16, output_len=32, rounds=4,
+                device="cpu", dp_size=1, skip_forward=True),
     # The seed's measurement (SGLang PR: Qwen3-0.6B on one GPU): needs --model and a GPU.
     "gpu": dict(concurrency=[1, 1024], num_prompts=[64, 4096], input_len=1024, output_len=200, rounds=2,
                 device="cuda", dp_size=1),
@@ -70,18 +80,23 @@ class Settings:
     model: Optional[str] = None
     device: str = "cpu"
     dp_size: int = 1
+    skip_forward: bool = False  # serve with --skip-forward (the ipc preset)
     max_running_requests: Optional[int] = None  # None: each level's concurrency
     context_length: Optional[int] = None  # None: input + output (the built-in model), the model's own otherwise
     port: int = 0  # 0: free ports
     startup_timeout: float = 180.0
     request_timeout: float = 600.0
     server_args: list[str] = field(default_factory=list)
+    profile_dir: Optional[str] = None  # servers write cProfile files under <dir>/c<concurrency>-<transport>
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu",
-                   help="cpu (default): sized for a small CPU machine and the tiny model; gpu: the seed's "
-                        "settings (concurrency 1024, 4096 requests, input 1024, output 200)")
+                   help="cpu (default): sized for a small CPU machine and the tiny model; ipc: IPC-bound "
+                        "(servers run --skip-forward; concurrency 1, 256, 1024); gpu: the seed's settings "
+                        "(concurrency 1024, 4096 requests, input 1024, output 200)")
+    p.add_argument("--skip-forward", action="store_true", default=None,
+                   help="start the servers with --skip-forward (no forward pass; the ipc preset does)")
     p.add_argument("--url", action="append", default=[],
                    help="benchmark a running server instead of starting one (repeatable: one per transport; "
                         "the transport is read from its /get_server_info)")
@@ -104,6 +119,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="server context length (default: input + output with the built-in model)")
     p.add_argument("--port", type=int, help="first server port (default: free ports)")
     p.add_argument("--server-arg", action="append", default=[], help="extra argument for the server (repeatable)")
+    p.add_argument("--profile-dir", help="servers run each process under cProfile, files in "
+                                         "DIR/c<concurrency>-<transport>/ (summary: python -m "
+                                         "reference_tools.bench.profiles DIR/*); profiling slows them down")
     p.add_argument("--format", choices=["text", "markdown"], default="text")
     p.add_argument("--json", metavar="FILE", help="write every number as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -123,7 +141,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     base = dict(PRESETS[args.preset])
     s = Settings(preset=args.preset, **base)
     for name in ("concurrency", "num_prompts", "input_len", "output_len", "request_rate", "rounds", "warmup",
-                 "seed", "model", "device", "dp_size", "max_running_requests", "context_length", "port"):
+                 "seed", "model", "device", "dp_size", "max_running_requests", "context_length", "port",
+                 "skip_forward", "profile_dir"):
         value = getattr(args, name, None)
         if value is not None:
             setattr(s, name, value)
@@ -177,6 +196,10 @@ class Server:
                "--log-level", "warning", "--request-timeout", str(s.request_timeout)]
         if s.model:
             cmd += ["--model", s.model]
+        if s.skip_forward:
+            cmd.append("--skip-forward")
+        if s.profile_dir:
+            cmd += ["--profile-dir", os.path.join(s.profile_dir, f"c{batch}-{transport}")]
         if server_context(s) is not None:
             cmd += ["--context-length", str(server_context(s))]
         cmd += s.server_args
@@ -435,19 +458,34 @@ def run(s: Settings, log: Optional[Callable[[str], None]] = None) -> dict:
         levels.append(level)
     ok = bool(levels) and all(m["failed"] == 0 for lv in levels for m in lv["transports"].values())
     return {"kind": "serve", "ok": ok, "settings": _settings_json(s), "meta": _meta(s, info),
-            "notes": [TINY_MODEL_NOTE] if s.model is None and not s.urls else [], "levels": levels}
+            "notes": _notes(s), "levels": levels}
+
+
+SKIP_FORWARD_NOTE = ("IPC-bound: the servers run --skip-forward (the scheduler's whole loop - batching, "
+                     "bookkeeping, time stats, step messages, detokenizer, streaming - with a deterministic "
+                     "next-token rule instead of the forward pass), so the time measured is the engine around "
+                     "the model: HTTP, tokenizer manager, IPC and detokenization.")
+
+
+def _notes(s: Settings) -> list[str]:
+    if s.urls:
+        return []
+    if s.skip_forward:
+        return [SKIP_FORWARD_NOTE]
+    return [TINY_MODEL_NOTE] if s.model is None else []
 
 
 def _ratios(pickle_runs: list[dict], msgpack_runs: list[dict]) -> dict:
-    """msgpack / pickle per round, median: >1 is better for throughputs, <1 for latencies."""
-    out = {}
+    """msgpack / pickle per round pair, as a bootstrap interval of their geometric mean:
+    > 1 is msgpack faster for throughputs, < 1 for latencies (the verdict says it in words)."""
+    out: dict[str, dict] = {}
     for key in ("request_throughput", "output_throughput"):
-        vals = [m[key] / p[key] for p, m in zip(pickle_runs, msgpack_runs) if p[key]]
-        out[key] = percentile(vals, 50) if vals else math.nan
+        vals = [m[key] / p[key] for p, m in zip(pickle_runs, msgpack_runs) if p[key] and m[key]]
+        out[key] = bootstrap_ratio(vals).to_json()
     for key in ("ttft_ms", "itl_ms", "e2e_ms"):
         vals = [m[key]["median"] / p[key]["median"] for p, m in zip(pickle_runs, msgpack_runs)
-                if p[key]["median"] and p[key]["median"] == p[key]["median"]]
-        out[key + "_median"] = percentile(vals, 50) if vals else math.nan
+                if p[key]["median"] and m[key]["median"] and p[key]["median"] == p[key]["median"]]
+        out[key + "_median"] = bootstrap_ratio(vals, higher_is_faster=False).to_json()
     return out
 
 
@@ -490,7 +528,7 @@ def _table(report: dict) -> tuple[list[str], list[list[str]]]:
     rows.append(["completed / failed (all rounds)"] + cells(lambda m: f"{m['completed']} / {m['failed']}", lambda r: ""))
     for label, key in _ROWS[1:]:
         rows.append([label] + cells(lambda m, k=key: f"{m[k]:,.1f}",
-                                    lambda r, k=key: f"{r[k]:.2f}x" if k in r else ""))
+                                    lambda r, k=key: _ci_cell(r.get(k))))
     procs = sorted({p for lv in levels for m in lv["transports"].values() for p in m.get("cpu_ms_per_request", {})},
                    key=lambda p: (p != "tokenizer_manager", p))
     for proc in procs:
@@ -500,8 +538,35 @@ def _table(report: dict) -> tuple[list[str], list[list[str]]]:
         for stat in ("mean", "median", "p90", "p99"):
             rows.append([f"{label} {stat} (ms)"] + cells(
                 lambda m, a=metric, b=stat: f"{m[a][b]:,.2f}",
-                lambda r, a=metric, b=stat: f"{r[a + '_median']:.2f}x" if b == "median" and a + "_median" in r else ""))
+                lambda r, a=metric, b=stat: _ci_cell(r.get(a + "_median")) if b == "median" else ""))
     return header, rows
+
+
+def _ci_cell(ci: Optional[dict]) -> str:
+    if not ci or ci["center"] != ci["center"]:
+        return ""
+    if ci["lo"] != ci["lo"]:
+        return f"{ci['center']:.2f}x"
+    return f"{ci['center']:.2f}x [{ci['lo']:.2f}-{ci['hi']:.2f}]"
+
+
+def decisions(report: dict) -> list[str]:
+    """One line per level: the output-throughput verdict from its interval, and when it is
+    not distinguishable, how many rounds would likely tell."""
+    lines = []
+    for lv in report["levels"]:
+        ci = lv.get("ratios", {}).get("output_throughput")
+        if not ci:
+            continue
+        line = (f"concurrency {lv['concurrency']}: {ci['verdict']} (output tok/s msgpack/pickle "
+                f"{_ci_cell(ci)}, {int(ci['level'] * 100)}% bootstrap interval over {ci['n']} rounds)")
+        if ci["verdict"].startswith("not distinguishable"):
+            if ci.get("rounds_needed"):
+                line += f"; about {ci['rounds_needed']} rounds would separate a difference this size from 1.0"
+            elif ci["n"] > 1:
+                line += "; the centre is at 1.0: no number of rounds would separate it"
+        lines.append(line)
+    return lines
 
 
 def render_text(report: dict) -> str:
@@ -510,17 +575,19 @@ def render_text(report: dict) -> str:
     lines = _intro(report) + ["", "  ".join(h.ljust(w) for h, w in zip(header, widths)),
                               "  ".join("-" * w for w in widths)]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines += ["", "msgpack/pickle: median over rounds of the per-round ratio (throughput: >1 = msgpack faster; "
-              "latency: <1 = msgpack faster)."]
+    lines += ["", RATIO_NOTE, ""] + decisions(report)
     return "\n".join(lines) + "\n"
+
+
+RATIO_NOTE = ("msgpack/pickle: geometric mean of the per-round ratios [95% bootstrap interval] (throughput: "
+              ">1 = msgpack faster; latency: <1 = msgpack faster).")
 
 
 def render_markdown(report: dict) -> str:
     header, rows = _table(report)
     lines = _intro(report) + ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
-    lines += ["", "msgpack/pickle: median over rounds of the per-round ratio (throughput: >1 = msgpack faster; "
-              "latency: <1 = msgpack faster)."]
+    lines += ["", RATIO_NOTE, ""] + [f"- {d}" for d in decisions(report)]
     return "\n".join(lines) + "\n"
 
 

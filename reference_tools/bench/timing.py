@@ -109,3 +109,59 @@ def interleaved(cases: Mapping[str, Callable[[], Any]], reps: int, *, min_time: 
 def paired_ratios(numerator: Sequence[float], denominator: Sequence[float]) -> list[float]:
     """numerator[i] / denominator[i] for each repetition (a speed-up when numerator is the baseline)."""
     return [a / b for a, b in zip(numerator, denominator) if b > 0]
+
+
+# -- decisions: bootstrap confidence intervals of paired ratios -------------------------------
+@dataclass(frozen=True)
+class RatioCI:
+    """The geometric mean of paired ratios (msgpack speed-up over pickle per round or
+    repetition) with a bootstrap confidence interval, and what it allows one to say."""
+
+    center: float
+    lo: float
+    hi: float
+    n: int
+    level: float
+    verdict: str  # "msgpack faster" | "msgpack slower" | "not distinguishable"
+    rounds_needed: Optional[int]  # when not distinguishable: about how many would separate it from 1.0
+
+    def to_json(self) -> dict:
+        return {"center": self.center, "lo": self.lo, "hi": self.hi, "n": self.n, "level": self.level,
+                "verdict": self.verdict, "rounds_needed": self.rounds_needed}
+
+    def cell(self) -> str:
+        return f"{self.center:.2f}x [{self.lo:.2f}-{self.hi:.2f}]"
+
+
+def bootstrap_ratio(ratios: Sequence[float], *, level: float = 0.95, resamples: int = 4000,
+                    seed: int = 12345, higher_is_faster: bool = True) -> RatioCI:
+    """Percentile bootstrap of the geometric mean of ratios (> 1 = msgpack faster when
+    higher_is_faster). The verdict comes from the interval: above 1, below 1, or across it;
+    across it, rounds_needed scales the count by (half-width / distance from 1)^2, the rate at
+    which an interval narrows (None when the centre is 1 itself: no count separates them)."""
+    import random
+
+    logs = [math.log(r) for r in ratios if r is not None and math.isfinite(r) and r > 0]
+    n = len(logs)
+    if n == 0:
+        return RatioCI(math.nan, math.nan, math.nan, 0, level, "not measured", None)
+    mean = sum(logs) / n
+    if n == 1:
+        return RatioCI(math.exp(mean), math.nan, math.nan, 1, level, "not distinguishable (one round)", None)
+    rnd = random.Random(seed)
+    means = sorted(sum(rnd.choices(logs, k=n)) / n for _ in range(resamples))
+    tail = (1 - level) / 2
+    lo, hi = _quantile(means, tail), _quantile(means, 1 - tail)
+    faster = lo > 0 if higher_is_faster else hi < 0
+    slower = hi < 0 if higher_is_faster else lo > 0
+    needed = None
+    if faster:
+        verdict = "msgpack faster"
+    elif slower:
+        verdict = "msgpack slower"
+    else:
+        verdict = "not distinguishable"
+        if mean != 0:
+            half = (hi - lo) / 2
+            needed = max(n + 1, math.ceil(n * (half / abs(mean)) ** 2))
+    return RatioCI(math.exp(mean), math.exp(lo), math.exp(hi), n, level, verdict, needed)

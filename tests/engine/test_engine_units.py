@@ -328,3 +328,17 @@ def test_wire_checks_report_bad_records():
     assert "does not decode" in failures[0] and "not a struct of the catalogue" in failures[1]
     assert leftover_wrapper_failures([rec([good], leftovers=(".time_stats",))]) == [
         "p (p<-q, msgpack): int handed on with a PickleWrapper at .time_stats"]
+
+
+def test_skip_forward_tokens_are_printable_bytes_and_reproducible():
+    from reference_impl.engine.scheduler import Req, skipped_forward_token
+
+    req = Req(rid="r", input_ids=[1, 2, 3], params=SamplingParams(), stream=True, return_logprob=False,
+              logprob_start_len=-1, top_logprobs_num=0, token_ids_logprob=None, return_hidden_states=False,
+              time_stats=None)
+    tokens = []
+    for _ in range(50):
+        req.output_ids.append(skipped_forward_token(req))
+        tokens.append(req.output_ids[-1])
+    assert all(32 <= t < 127 for t in tokens) and len(set(tokens)) > 10
+    assert TOK.decode(tokens).isprintable()
