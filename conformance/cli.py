@@ -141,7 +141,11 @@ def _schema_verify(args: argparse.Namespace) -> int:
         return 2
     contradicted = 0
     for old, new in pairs:
-        result = verify(old, new)
+        try:
+            result = verify(old, new)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         sys.stdout.write(render_text(result, every=args.every))
         contradicted += len(result.contradictions())
     if contradicted:

@@ -104,3 +104,10 @@ def test_a_broken_pickle_only_implementation_fails(tmp_path, fork):
     rc, report, output = _run(tmp_path, "dataclass_adapter:DropsLastField", fork)
     failed = [r["id"] for r in report["results"] if r["outcome"] == "failed"]
     assert rc == 1 and any(".RoundTrip." in i and i.endswith(".pickle") for i in failed), output[-3000:]
+
+
+def test_schema_verify_refuses_a_dataclass_catalogue(fork, tmp_path, capsys):
+    path = tmp_path / "fork.json"
+    save_manifest(fork, path)
+    assert main(["schema", "verify", str(path), "sglang-0.5.23"]) == 2
+    assert "dataclass catalogue (no msgpack form)" in capsys.readouterr().err

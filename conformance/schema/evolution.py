@@ -403,6 +403,10 @@ def exchange(writer: Any, reader: Any, message: str, transport: str) -> tuple[st
 
 # -- the whole check -------------------------------------------------------------------
 def verify(old: Manifest, new: Manifest, *, transports: Iterable[str] = TRANSPORTS) -> Verification:
+    for m in (old, new):
+        if any(s.options.get("dataclass") for s in m.structs.values()):
+            raise ValueError(f"{m.id} is a dataclass catalogue (no msgpack form): `ipc-conformance schema diff` "
+                             "gives its migration report")
     result = diff(old, new)
     cats = {"old": VersionSide(catalogue_for(old)), "new": VersionSide(catalogue_for(new))}
     exchanges = []
