@@ -142,8 +142,10 @@ def build_site(results: Iterable[Path], out: Path) -> Path:
     (out / "checks.html").write_text(env.get_template("checks.html").render(
         views=views, runs=runs, verdicts=verdicts, root="", standalone=False, inline_css="", **common),
         encoding="utf-8")
+    areas = area_keys(runs)
+    differs = {key for key in areas if len({count(run.by_area().get(key, [])).state for run in runs}) > 1}
     index = out / "index.html"
     index.write_text(env.get_template("overview.html").render(
-        runs=runs, areas=area_keys(runs), by_area={run.slug: run.by_area() for run in runs},
+        runs=runs, areas=areas, differs=differs, by_area={run.slug: run.by_area() for run in runs},
         root="", standalone=False, inline_css="", **common), encoding="utf-8")
     return index
