@@ -17,7 +17,7 @@ import markupsafe
 import pytest
 
 from conformance.cli import main
-from conformance.site import build_site, single_run_html
+from conformance.site import single_run_html
 from conformance.site.model import ResultsError, load_all
 
 ROOT = Path(__file__).resolve().parents[1]
