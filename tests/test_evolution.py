@@ -49,7 +49,8 @@ def test_field_inserted_in_0_5_22_fails_with_the_field_and_value_named():
         in forward.evidence
     # pickle peers: kw_only structs rebuild by keyword, new readers take old pickles
     assert by_key["TokenizedGenerateReqInput", "backward", "pickle"].outcome == OK
-    assert "Unexpected keyword argument 'watermark'" in by_key["TokenizedGenerateReqInput", "forward", "pickle"].evidence
+    forward_pickle = by_key["TokenizedGenerateReqInput", "forward", "pickle"]
+    assert "Unexpected keyword argument 'watermark'" in forward_pickle.evidence
     # the README shows this very decode
     assert backward.evidence.split(": ", 1)[1] in (ROOT / "README.md").read_text()
 

@@ -365,13 +365,13 @@ def exchange_once(writer: Any, reader: Any, message: str, variant: str, transpor
     (a VersionSide or an ImplementationSide each)."""
     if transport == "msgpack":
         data, meant = writer.msgpack_out(message, variant)
-        load: Callable[[], Any] = lambda: reader.msgpack_in(data)  # noqa: E731
+        load: Callable[[], Any] = lambda: reader.msgpack_in(data)
     else:
         data, meant = writer.pickle_out(message, variant, reader)
-        load = lambda: reader.pickle_in(data, writer)  # noqa: E731
+        load = lambda: reader.pickle_in(data, writer)
     try:
         got = load()
-    except Exception as exc:  # the reader refused the bytes: a loud failure
+    except Exception as exc:  # noqa: BLE001 - whatever the reader raises, it refused the bytes: loud
         text = _error(exc)
         at = re.search(r"- at `(\$[^`]*)`", text)
         if at:
@@ -384,7 +384,7 @@ def exchange_once(writer: Any, reader: Any, message: str, variant: str, transpor
         # pickle checks no types: a value the reader's own codec refuses is silently wrong
         try:
             reader.revalidate(got)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - its own codec refuses the value
             return SILENT, f"{variant}: decoded without error into a {message} its own types reject: {_error(exc)}"
     return OK, ""
 

@@ -275,8 +275,8 @@ def _dataclass_messages(module: types.ModuleType) -> list[type]:
     for cls in defined:
         try:
             hints = typing.get_type_hints(cls)
-        except Exception:
-            continue  # the extractor names the unresolvable field later
+        except Exception:  # noqa: BLE001 - the extractor names the unresolvable field later
+            continue
         todo = list(hints.values())
         while todo:
             tp = todo.pop()
