@@ -40,7 +40,7 @@ def pair():
 
 @check("Socket", per=("struct", "transport"), name="ArrivesWhole")
 def test_message_over_socket(ipc, struct, transport, pair):
-    require(ipc, "socket")
+    require(ipc, "socket", "unwrap")  # recv hands on unwrapped values: compared with unwrap's
     sender, receiver = pair
     ipc.adapter.send(sender, ipc.instance(struct, "typical"), transport, zero_copy=False)
     # A receive path unwraps PickleWrappers: compare with the canonical value, unwrapped.
