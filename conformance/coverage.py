@@ -95,7 +95,7 @@ class _Observer:
 
     def _value(self, v: Any, t: T, path: str, where: tuple[str, str]) -> None:
         k = t.kind
-        hit = lambda segment: self.seen.add((*where, _join(path, segment)))  # noqa: E731
+        hit = lambda segment: self.seen.add((*where, _join(path, segment)))
         if k == "Union":
             arm = _arm_of(v, t.args)
             if arm is not None:

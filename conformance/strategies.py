@@ -190,7 +190,7 @@ _REFUSED = object()
 def _construct(cls: type, kwargs: dict) -> Any:
     try:
         return cls(**kwargs)
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever a constructor raises, it refused these values
         return _REFUSED
 
 

@@ -123,8 +123,9 @@ def trailing_defaults(obj: msgspec.Struct) -> int:
     """How many of obj's last fields equal their defaults (what a careless encoder leaves out)."""
     count = 0
     for field in reversed(msgspec.structs.fields(obj)):
-        default = (field.default if field.default is not msgspec.NODEFAULT
-                   else field.default_factory() if field.default_factory is not msgspec.NODEFAULT else msgspec.NODEFAULT)
+        default = field.default
+        if default is msgspec.NODEFAULT and field.default_factory is not msgspec.NODEFAULT:
+            default = field.default_factory()
         value = getattr(obj, field.name)
         if default is msgspec.NODEFAULT or type(value) is not type(default) or not _equal(value, default):
             break
@@ -135,7 +136,7 @@ def trailing_defaults(obj: msgspec.Struct) -> int:
 def _equal(a: Any, b: Any) -> bool:
     try:
         return bool(a == b)
-    except Exception:  # tensors and arrays have no single truth value
+    except Exception:  # noqa: BLE001 - tensors and arrays have no single truth value
         return False
 
 
@@ -182,7 +183,7 @@ class Testee:
         if transport == "pickle":
             try:
                 return pickle.loads(data)  # the runner is a trusted peer
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - unpickling can raise anything; the runner hears it
                 raise ParseError(f"{type(exc).__name__}: {exc}") from None
         try:
             return codec.decode(data, "msgpack", **{"unwrap_wrappers": False, **options})
@@ -302,7 +303,7 @@ class Testee:
             answer.update(result="serialize_error", message=str(exc))
         except Skip as exc:
             answer.update(result="skipped", message=str(exc))
-        except Exception as exc:  # anything else is the testee's own failure
+        except Exception as exc:  # noqa: BLE001 - anything else is the testee's own failure
             answer.update(result="runtime_error",
                           message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
         return answer

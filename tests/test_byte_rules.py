@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from conformance.paths import golden_dir
 from conformance.schema import wire_form
 from conformance.schema.manifest import bundled_manifests, load_manifest
-from conformance.paths import golden_dir
 
 GOLDEN = golden_dir()
 

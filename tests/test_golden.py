@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
+from conformance.paths import golden_dir
 from conformance.schema.golden import INDEX, UPDATE_COMMAND, cases, manifest_digest, read_index
 from conformance.schema.golden.store import check, expected_files, index_text
 from conformance.schema.manifest import bundled_manifests, load_manifest
-from conformance.paths import golden_dir
 
 MANIFESTS = bundled_manifests()
 pytestmark = pytest.mark.filterwarnings("ignore:(?s).*Can not relate snapshot:UserWarning")
@@ -109,7 +109,8 @@ def test_no_unused_golden_files():
     """Files and folders under golden/ that no manifest case accounts for fail the run (like
     syrupy's unused snapshots); `ipc-conformance golden update` deletes them."""
     unused = [p for p in check() if p.kind == "unused"]
-    assert not unused, f"unused golden files: {', '.join(p.path for p in unused[:8])}: delete them with `{UPDATE_COMMAND}`"
+    assert not unused, (f"unused golden files: {', '.join(p.path for p in unused[:8])}: "
+                        f"delete them with `{UPDATE_COMMAND}`")
 
 
 def test_every_struct_is_reached_by_a_vector():
@@ -117,7 +118,7 @@ def test_every_struct_is_reached_by_a_vector():
     for manifest_id in MANIFESTS:
         manifest = load_manifest(manifest_id)
         seen: set[str] = set()
-        for name, text in _live(manifest_id, ".view.json"):
+        for _, text in _live(manifest_id, ".view.json"):
             _collect_structs(json.loads(text)["value"], seen)
         missing = sorted(n for n, s in manifest.structs.items() if s.role != "base" and n not in seen)
         assert not missing, f"{manifest_id}: no golden vector contains {missing}"

@@ -30,9 +30,11 @@ def _roundtrip(value):
 
 
 @pytest.mark.parametrize("value", [
-    None, True, 0, -(2**63), 2**64 - 1, 1.5, -0.0, 1e308, math.inf, -math.inf, "ünï 漢字 🙂\x00", b"", bytes(range(256)),
+    None, True, 0, -(2**63), 2**64 - 1, 1.5, -0.0, 1e308, math.inf, -math.inf, "ünï 漢字 🙂\x00", b"",
+    bytes(range(256)),
     [1, [None, -0.18], []], (1, "a"), {1, 2}, frozenset({"x"}), {1: "a", "k": None, (1, 2): 3.0},
-    torch.tensor(-0.0, dtype=torch.bfloat16), torch.zeros((0, 4), dtype=torch.int64), torch.arange(6.0).reshape(2, 3).t(),
+    torch.tensor(-0.0, dtype=torch.bfloat16), torch.zeros((0, 4), dtype=torch.int64),
+    torch.arange(6.0).reshape(2, 3).t(),
     np.array(-0.0), np.zeros((0, 2), dtype=np.int32), array.array("q", [0, -1, 2**62]), array.array("d", [0.5]),
     msgspec.msgpack.Ext(9, b"\x01\x02"),
 ])
@@ -81,8 +83,8 @@ def test_bad_views_name_the_problem(view, message):
 def test_every_vector_decodes_to_its_view_and_back(tmp_path):
     """For each bundled manifest: the bytes decode to the value the view describes, and the
     view's value encodes to the same bytes (the two files agree)."""
-    from conformance.schema.manifest import bundled_manifests
     from conformance.paths import golden_dir
+    from conformance.schema.manifest import bundled_manifests
 
     for manifest_id in bundled_manifests():
         manifest = load_manifest(manifest_id)

@@ -11,10 +11,9 @@ import msgspec
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from reference_impl import codec
-from reference_impl import io_struct as S
+from reference_impl import codec, io_struct
 
-WEIGHTS = TypeAdapter(S.UpdateWeightsFromTensorReqInput)
+WEIGHTS = TypeAdapter(io_struct.UpdateWeightsFromTensorReqInput)
 ALL_BYTES = bytes(range(256))
 
 
@@ -30,7 +29,7 @@ def error_locs(exc: ValidationError) -> list[tuple]:
 def test_base64_strings_become_raw_bytes():
     doc = {"rid": "r1", "serialized_named_tensors": [b64(b"hello"), "", b64(ALL_BYTES)], "flush_cache": False}
     got = WEIGHTS.validate_json(json.dumps(doc))
-    assert type(got) is S.UpdateWeightsFromTensorReqInput
+    assert type(got) is io_struct.UpdateWeightsFromTensorReqInput
     assert got.serialized_named_tensors == [b"hello", b"", ALL_BYTES]
     assert all(type(b) is bytes for b in got.serialized_named_tensors)
     assert (got.rid, got.flush_cache, got.load_format, got.selector) == ("r1", False, None, "all")
@@ -43,8 +42,9 @@ def test_base64_input_survives_the_wire():
 
 
 def test_lora_tensors_are_base64_too():
-    doc = {"lora_name": "a", "config_dict": {"r": 8, "alpha": [1.5, None]}, "serialized_named_tensors": [b64(b"\x00\x01")]}
-    got = TypeAdapter(S.LoadLoRAAdapterFromTensorsReqInput).validate_json(json.dumps(doc))
+    doc = {"lora_name": "a", "config_dict": {"r": 8, "alpha": [1.5, None]},
+           "serialized_named_tensors": [b64(b"\x00\x01")]}
+    got = TypeAdapter(io_struct.LoadLoRAAdapterFromTensorsReqInput).validate_json(json.dumps(doc))
     assert got.serialized_named_tensors == [b"\x00\x01"]
     assert got.config_dict == {"r": 8, "alpha": [1.5, None]}
 
@@ -92,7 +92,7 @@ def test_wrong_scalar_type_and_literal():
 
 
 # -- nested structs, enums, sets -----------------------------------------------------
-GENERATE = TypeAdapter(S.TokenizedGenerateReqInput)
+GENERATE = TypeAdapter(io_struct.TokenizedGenerateReqInput)
 
 
 def _generate_doc(**sampling):
@@ -108,10 +108,10 @@ def _generate_doc(**sampling):
 def test_nested_struct_fields_validate_from_json():
     got = GENERATE.validate_json(json.dumps(_generate_doc()))
     sp = got.sampling_params
-    assert type(sp) is S.SamplingParams
+    assert type(sp) is io_struct.SamplingParams
     assert (sp.max_new_tokens, sp.stop, sp.stop_token_ids, sp.temperature) == (7, ["</s>"], {3, 4}, 1.0)
-    assert sp.watermark == S.WatermarkRequestConfig(enabled=True, key="k")
-    assert type(got.session_params) is S.SessionParams and got.session_params.id == "s"
+    assert sp.watermark == io_struct.WatermarkRequestConfig(enabled=True, key="k")
+    assert type(got.session_params) is io_struct.SessionParams and got.session_params.id == "s"
     assert got.input_embeds == [[0.5, -1.0]]
     assert codec.decode(codec.encode(got)) == got  # and the validated struct travels
 
@@ -129,31 +129,33 @@ def test_nested_errors_have_full_locations(sampling, loc):
 
 
 def test_nested_struct_list():
-    ok = TypeAdapter(S.AbortReq).validate_json('{"rid": "x", "weight_versions": [{"version": "v1", "start": 0, "end": 3}]}')
-    assert ok.weight_versions == [S.WeightVersionSpan(version="v1", start=0, end=3)]
+    abort = TypeAdapter(io_struct.AbortReq)
+    ok = abort.validate_json('{"rid": "x", "weight_versions": [{"version": "v1", "start": 0, "end": 3}]}')
+    assert ok.weight_versions == [io_struct.WeightVersionSpan(version="v1", start=0, end=3)]
     with pytest.raises(ValidationError) as info:
-        TypeAdapter(S.AbortReq).validate_json('{"weight_versions": [{"version": "v1", "start": "zero", "end": 3}]}')
+        abort.validate_json('{"weight_versions": [{"version": "v1", "start": "zero", "end": 3}]}')
     assert error_locs(info.value) == [("weight_versions", 0, "start")]
 
 
 def test_enum_and_literal_fields():
-    assert TypeAdapter(S.ProfileReq).validate_json('{"req_type": 2}').req_type is S.ProfileReqType.STOP_PROFILE
-    assert TypeAdapter(S.BeginWeightUpdateReqInput).validate_json('{"selector": "draft"}').selector == "draft"
+    profile = TypeAdapter(io_struct.ProfileReq).validate_json('{"req_type": 2}')
+    assert profile.req_type is io_struct.ProfileReqType.STOP_PROFILE
+    assert TypeAdapter(io_struct.BeginWeightUpdateReqInput).validate_json('{"selector": "draft"}').selector == "draft"
     with pytest.raises(ValidationError):
-        TypeAdapter(S.ProfileReq).validate_json('{"req_type": 9}')
+        TypeAdapter(io_struct.ProfileReq).validate_json('{"req_type": 9}')
 
 
 def test_validate_python_passes_an_instance_through():
-    inst = S.UpdateWeightsFromTensorReqInput(serialized_named_tensors=[b"x"])
+    inst = io_struct.UpdateWeightsFromTensorReqInput(serialized_named_tensors=[b"x"])
     assert WEIGHTS.validate_python(inst) is inst
     req = GENERATE.validate_json(json.dumps(_generate_doc()))
     assert GENERATE.validate_python(req) is req
-    built = TypeAdapter(S.AbortReq).validate_python({"rid": "p", "abort_all": True})
-    assert built == S.AbortReq(rid="p", abort_all=True)
+    built = TypeAdapter(io_struct.AbortReq).validate_python({"rid": "p", "abort_all": True})
+    assert built == io_struct.AbortReq(rid="p", abort_all=True)
 
 
 def _all_structs():
-    return sorted((t for t in vars(S).values() if isinstance(t, type) and issubclass(t, msgspec.Struct)),
+    return sorted((t for t in vars(io_struct).values() if isinstance(t, type) and issubclass(t, msgspec.Struct)),
                   key=lambda t: t.__name__)
 
 
@@ -164,7 +166,7 @@ def test_every_struct_has_a_pydantic_schema(cls):
 
 def test_every_message_type_has_a_pydantic_schema():
     for cls in codec.message_types():
-        if cls.__module__ == S.__name__:
+        if cls.__module__ == io_struct.__name__:
             TypeAdapter(cls)
 
 

@@ -19,14 +19,14 @@ import msgspec
 import pytest
 import torch
 
-from reference_tools.adapter import ReferenceAdapter
+from conformance.paths import golden_dir
 from conformance.schema.golden import refusals
 from conformance.schema.golden.catalogue import catalogue_for
 from conformance.schema.golden.view import from_view
 from conformance.schema.manifest import bundled_manifests, load_manifest
-from conformance.paths import golden_dir
 from reference_impl import codec, io_struct
 from reference_impl.errors import WireError
+from reference_tools.adapter import ReferenceAdapter
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent

@@ -21,7 +21,8 @@ CHECKS = {
     "Required.ByteOrder.BatchStrOutput.BigEndianKept.decode",
 }
 #: SPEC R-TEN-1's table; the dtypes the spec named before the table was complete
-DTYPES = {"bool", "int8", "uint8", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz", "float8_e8m0fnu",
+DTYPES = {"bool", "int8", "uint8", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2", "float8_e5m2fnuz",
+          "float8_e8m0fnu",
           "float4_e2m1fn_x2", "bits8", "bits1x8", "bits2x4", "bits4x2", *(f"int{n}" for n in range(1, 8)),
           *(f"uint{n}" for n in range(1, 8)), "float16", "bfloat16", "int16", "uint16", "bits16", "float32", "int32",
           "uint32", "complex32", "float64", "int64", "uint64", "complex64", "complex128"}

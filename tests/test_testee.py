@@ -17,9 +17,8 @@ from conformance.adapters import load_adapter
 from conformance.compare import differences
 from conformance.schema.golden import cases
 from conformance.schema.manifest import load_manifest
-from conformance.testee import SubprocessAdapter, TesteeError, TesteeRuntimeError, TesteeSkipped, command_argv
+from conformance.testee import SubprocessAdapter, TesteeError, TesteeRuntimeError, TesteeSkipped, command_argv, protocol
 from conformance.testee.adapter import TesteeAnswerError
-from conformance.testee import protocol
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTEE = "python -m reference_impl.testee"
@@ -188,7 +187,8 @@ def test_a_silent_or_chatty_process_fails_the_handshake():
 # -- the suite against broken testees (each new check seen failing) ---------------------------
 def _run(impl: str, select: str, *extra: str) -> tuple[str, str]:
     out = subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "run", "--impl", impl, *extra, "--", "-k", select, "-p", "no:randomly"],
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", impl, *extra,
+         "--", "-k", select, "-p", "no:randomly"],
         capture_output=True, text=True, cwd=ROOT, timeout=600,
     )
     return out.stdout.strip().splitlines()[-1], out.stdout
@@ -205,7 +205,8 @@ def test_good_testee_passes_what_the_in_process_reference_passes():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("mode, failing", [
-    ("flip-byte", ["Required.Golden.AbortReq.DecodesVector.minimal", "Recommended.Golden.AbortReq.EncodesVector.typical"]),
+    ("flip-byte", ["Required.Golden.AbortReq.DecodesVector.minimal",
+                   "Recommended.Golden.AbortReq.EncodesVector.typical"]),
     ("drop-field", ["Required.Golden.BatchTokenIDOutput.DecodesVector.typical"]),
 ])
 def test_broken_testees_fail_the_golden_checks(mode, failing):
@@ -249,7 +250,8 @@ def _inline(stray: bytes = b"", manifest: str = '"sglang-0.5.23"') -> list[str]:
 
 def test_text_printed_before_the_first_frame_is_shown_as_text():
     with pytest.raises(TesteeRuntimeError, match=r"wrote 'debug: starting up(\\n)?' on stdout before its first frame"):
-        SubprocessAdapter([sys.executable, "-c", "print('debug: starting up', flush=True); import time; time.sleep(30)"], timeout=10)
+        chatty = "print('debug: starting up', flush=True); import time; time.sleep(30)"
+        SubprocessAdapter([sys.executable, "-c", chatty], timeout=10)
 
 
 def test_text_printed_between_frames_is_shown_as_text():
@@ -299,7 +301,8 @@ def test_a_refusal_names_step_request_and_a_working_reproducer(testee, tmp_path,
     first, *context = str(caught.value).splitlines()
     assert first.startswith("testee parse_error: ") and "AbortReq" in first
     assert context[0] == "  step: the testee's decode (and re-encode) of bytes the runner sent"
-    assert context[1] == "  request: decode struct=AbortReq transport=msgpack payload=12 bytes 93 a8 41 62 6f 72 74 52 65 71 01 02"
+    assert context[1] == ("  request: decode struct=AbortReq transport=msgpack payload=12 bytes "
+                          "93 a8 41 62 6f 72 74 52 65 71 01 02")
     command = context[2].removeprefix("  reproduce: ")
     assert command.startswith("ipc-conformance testee replay ")
     frame = Path(shlex.split(command)[3])
@@ -325,7 +328,8 @@ def test_bytes_the_reference_cannot_decode_fail_the_check_naming_the_runner_step
 def test_a_testee_with_only_decode_and_encode_skips_what_needs_more_before_any_work():
     select = "Unwrap or Trace or Security or HttpBase64 or LateGrandchild or (Socket and AbortReq)"
     out = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--impl", f"cmd:{TESTEE} --ops decode,encode",
-                          "--", "-k", select, "-p", "no:randomly", "-rs"], capture_output=True, text=True, cwd=ROOT, timeout=600)
+                          "--", "-k", select, "-p", "no:randomly", "-rs"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=600)
     last, text = out.stdout.strip().splitlines()[-1], out.stdout
     assert last.startswith("conformance: 0 passed, 0 failed, "), text[-3000:]
     for op in ("unwrap", "receive", "http", "define", "socket"):
@@ -344,7 +348,8 @@ def test_checks_that_need_a_missing_op_skip_before_sending_anything():
                                  instance=lambda struct, variant: cases(MANIFEST, [struct])[0].value())
     calls = [
         ("unwrap", lambda: test_unwrap.test_receive_path_unwraps(ipc, "TokenizedGenerateReqInput", "msgpack")),
-        ("unwrap", lambda: test_unwrap.test_trace_context_survives_forwarding(ipc, "TokenizedGenerateReqInput", "msgpack")),
+        ("unwrap", lambda: test_unwrap.test_trace_context_survives_forwarding(
+            ipc, "TokenizedGenerateReqInput", "msgpack")),
         ("receive", lambda: test_security.test_no_pickle_from_untrusted_peer(ipc, "field", Path("/nonexistent"))),
         ("http", lambda: test_http_base64.test_http_base64_decodes(ipc, "UpdateWeightsFromTensorReqInput")),
         ("define", lambda: test_catalogue.test_late_grandchild_decodes(ipc, "id")),

@@ -57,7 +57,8 @@ def sockets(request: pytest.FixtureRequest, ipc_dir: Path):
         ctx.term()
 
 
-def _async_sockets(ipc_dir: Path, kind: str = "pair") -> tuple[zmq.asyncio.Context, zmq.asyncio.Socket, zmq.asyncio.Socket]:
+def _async_sockets(ipc_dir: Path,
+                   kind: str = "pair") -> tuple[zmq.asyncio.Context, zmq.asyncio.Socket, zmq.asyncio.Socket]:
     ctx = zmq.asyncio.Context()
     sender, receiver = _pair(ctx, f"ipc://{ipc_dir}/a", kind)
     return ctx, sender, receiver
@@ -311,7 +312,9 @@ def test_cross_process_echo(ipc_dir):
     endpoint = f"ipc://{ipc_dir}/echo"
     ctx = zmq.Context()
     sock = _configure(ctx.socket(zmq.PAIR))
-    sock.setsockopt(zmq.RCVTIMEO, 30_000)  # the child imports torch first
+    # The child imports torch before it connects: the first send waits for it as long as a receive.
+    sock.setsockopt(zmq.RCVTIMEO, 30_000)
+    sock.setsockopt(zmq.SNDTIMEO, 30_000)
     sock.bind(endpoint)
     child = multiprocessing.get_context("spawn").Process(target=_echo, args=(endpoint,), daemon=True)
     child.start()

@@ -6,7 +6,14 @@ message checks, `adapter` the SubprocessAdapter behind `--impl cmd:<command>`, a
 reproducer a failure message names (`ipc-conformance testee replay FILE --impl cmd:...`).
 """
 
-from conformance.testee.adapter import SubprocessAdapter, TesteeAnswerError, TesteeError, TesteeRuntimeError, TesteeSkipped, command_argv
+from conformance.testee.adapter import (
+           SubprocessAdapter,
+           TesteeAnswerError,
+           TesteeError,
+           TesteeRuntimeError,
+           TesteeSkipped,
+           command_argv,
+)
 
 __all__ = ["SubprocessAdapter", "TesteeAnswerError", "TesteeError", "TesteeRuntimeError", "TesteeSkipped",
            "command_argv"]

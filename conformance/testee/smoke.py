@@ -22,9 +22,9 @@ def _pick_structs(manifest: Any) -> list[str]:
 
 def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], None] = print) -> int:
     from conformance.adapters import load_adapter
+    from conformance.paths import golden_dir
     from conformance.schema.golden.store import read_index
     from conformance.schema.manifest import load_manifest
-    from conformance.paths import golden_dir
     from conformance.schema.values import ValueBuilder
 
     failures = 0
@@ -37,7 +37,7 @@ def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], Non
             recent.clear()
         try:
             problem = fn()
-        except Exception as exc:  # includes skips: a smoke step must run
+        except Exception as exc:  # noqa: BLE001 - includes skips: a smoke step must run
             problem = f"{type(exc).__name__}: {exc}"
         if problem:
             failures += required
@@ -54,18 +54,20 @@ def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], Non
 
     try:
         adapter = load_adapter(impl)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - whatever stops the start is the first failure
         out(f"FAIL  start {impl}: {exc}")
         out("smoke: 0 ok, 1 failed")
         return 1
     try:
         language = getattr(adapter, "language", "python (in process)")
         manifest = load_manifest(manifest_id or adapter.manifest_id() or "sglang-0.5.23")
-        out(f"ok    start: {adapter.label} ({language}), claims {manifest.id}, transports {', '.join(adapter.transports)}"
+        out(f"ok    start: {adapter.label} ({language}), claims {manifest.id}, "
+            f"transports {', '.join(adapter.transports)}"
             + (f", ops {', '.join(sorted(adapter.ops))}" if hasattr(adapter, "ops") else ""))
         classes = adapter.classes()
         index = read_index(manifest.id)
-        vectors = {(c["struct"], c["variant"]): golden_dir() / manifest.id / c["msgpack"] for c in (index or {}).get("cases", [])}
+        vectors = {(c["struct"], c["variant"]): golden_dir() / manifest.id / c["msgpack"]
+                   for c in (index or {}).get("cases", [])}
 
         def instance(struct: str, variant: str) -> Any:
             return ValueBuilder(manifest, classes, variant).instance(struct)
@@ -89,7 +91,8 @@ def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], Non
             for transport in adapter.transports:
                 def roundtrip(struct=struct, transport=transport) -> Optional[str]:
                     value = instance(struct, "typical")
-                    diffs = differences(instance(struct, "typical"), adapter.decode(adapter.encode(value, transport), transport))
+                    again = adapter.decode(adapter.encode(value, transport), transport)
+                    diffs = differences(instance(struct, "typical"), again)
                     return "; ".join(diffs[:3]) or None
 
                 step(f"round trip {struct}.typical over {transport}", roundtrip)
@@ -103,7 +106,7 @@ def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], Non
                 close()
                 passed += 1
                 out("ok    stop")
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a stop that fails in any way is a failed step
                 failures += 1
                 out(f"FAIL  stop: {exc}")
     out(f"smoke: {passed} ok, {failures} failed")

@@ -54,7 +54,8 @@ def buffer_ext(code: int, metadata: Any, raw: bytes = b"", meta_len: Optional[in
     return msgspec.msgpack.Ext(code, struct.pack(">I", size) + meta + raw)
 
 
-def tensor_ext(shape: Any, dtype: Any = "float32", device: Any = "cpu", raw: Optional[bytes] = None) -> msgspec.msgpack.Ext:
+def tensor_ext(shape: Any, dtype: Any = "float32", device: Any = "cpu",
+               raw: Optional[bytes] = None) -> msgspec.msgpack.Ext:
     if raw is None:
         raw = b"\0" * 4
     return buffer_ext(2, [shape, dtype, device], raw)
@@ -241,7 +242,8 @@ def cases() -> list[Case]:
         struct="BatchTokenIDOutput", path=".input_top_logprobs_val_flat[0]", says="code point"))
     add(Case("array typecode that is not one", token_output_with("decode_ids", [buffer_ext(1, "Z", b"")]),
              struct="BatchTokenIDOutput", path=".decode_ids[0]", says="typecode"))
-    add(Case("array payload not a whole number of items", token_output_with("decode_ids", [buffer_ext(1, "q", b"\0" * 7)]),
+    add(Case("array payload not a whole number of items",
+             token_output_with("decode_ids", [buffer_ext(1, "q", b"\0" * 7)]),
              struct="BatchTokenIDOutput", path=".decode_ids[0]", says="multiple of 8"))
     add(Case("bad array among many (fast path)", token_output_with(
         "decode_ids", [buffer_ext(1, "q", b"\0" * 8)] * 40 + [buffer_ext(1, "q", b"\0" * 7)]),
@@ -255,7 +257,8 @@ def cases() -> list[Case]:
              struct="BatchTokenIDOutput", path=".time_stats", says="refused"))
     add(Case("PickleWrapper field naming os.system, trusted", token_output_with("time_stats", ["PickleWrapper", evil]),
              struct="BatchTokenIDOutput", path=".time_stats", says="allow-list", trusted=True))
-    add(Case("PickleWrapper holding garbage, trusted", token_output_with("time_stats", ["PickleWrapper", b"\x80\x05garbage"]),
+    add(Case("PickleWrapper holding garbage, trusted",
+             token_output_with("time_stats", ["PickleWrapper", b"\x80\x05garbage"]),
              struct="BatchTokenIDOutput", path=".time_stats", says="refused", trusted=True))
     assert typical  # the unmodified vector stays a seed (golden_seeds)
     return out

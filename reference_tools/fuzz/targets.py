@@ -100,7 +100,7 @@ def tripwires() -> Iterator[None]:
             if hasattr(owner, name):
                 saved.append((owner, name, getattr(owner, name)))
 
-                def tripped(*args: Any, _where: str = f"{module_name}.{name}", _original: Any = getattr(owner, name),
+                def tripped(*args: Any, _where: str = f"{module_name}.{name}", _original: Any = getattr(owner, name),  # noqa: B008 - binds this loop's original
                             **kwargs: Any) -> Any:
                     if not _called_by_unpickling(sys._getframe(1)):
                         return _original(*args, **kwargs)  # the interpreter's own use (typing's eval, ...)
@@ -246,7 +246,7 @@ def frames(data: bytes) -> None:
     r = Reader(data)
     n = 1 + r.byte() % 4
     parts = []
-    for i in range(n - 1):
+    for _ in range(n - 1):
         parts.append(r.take(r.int(2) % 512))
     parts.insert(0, r.rest())
     try:
@@ -285,7 +285,7 @@ def testee_frames(data: bytes) -> None:
             return
         if message is None:
             return
-        for check in (protocol.check_started, lambda m: protocol.check_result(m, request_id)):
+        for check in (protocol.check_started, lambda m, rid=request_id: protocol.check_result(m, rid)):
             try:
                 check(message)
             except protocol.ProtocolError:
@@ -350,8 +350,9 @@ def _ext_seeds() -> list[bytes]:
 
 
 def _frame_seeds() -> list[bytes]:
-    from reference_impl import codec
     import torch
+
+    from reference_impl import codec
     from reference_impl.io_struct import BatchEmbeddingOutput
 
     msg = BatchEmbeddingOutput(rids=["r"], finished_reasons=[None], embeddings=[[0.0]], prompt_tokens=[1],

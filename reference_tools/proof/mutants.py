@@ -23,10 +23,12 @@ import msgspec
 import numpy as np
 import torch
 
+from conformance.schema.wire_form import Float32, fits_float32
+from conformance.schema.wire_form import read_value as read
+from conformance.schema.wire_form import rewrite_value as rewrite
+from conformance.schema.wire_form import write_value as write
 from reference_impl.testee import trailing_defaults  # the same bug as the testee's --break drop-defaults
-
 from reference_tools.adapter import ReferenceAdapter
-from conformance.schema.wire_form import Float32, fits_float32, read_value as read, rewrite_value as rewrite, write_value as write
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -632,51 +634,48 @@ class RequiresCanonicalBytes(Mutant):
         return super().decode(data, transport)
 
 
-def _message_fields(self: Mutant, data: bytes) -> tuple[Any, Any]:
-    raw = read(bytes(data))
-    cls = self.classes().get(raw[0]) if _is_tag_array(raw) else None
-    return raw, cls
+class _PickyDecoder(Mutant):
+    """A decoder bug: it refuses a msgpack message the spec accepts, for the reason `objection`
+    finds in the message's untyped items (None: decode as the reference)."""
+
+    kind = "decoder"
+
+    def objection(self, cls: type, items: list) -> Optional[str]:
+        return None
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        if transport == "msgpack":
+            raw = read(bytes(data))
+            cls = self.classes().get(raw[0]) if _is_tag_array(raw) else None
+            reason = self.objection(cls, raw[1:]) if cls is not None else None
+            if reason:
+                raise ValueError(f"msgpack decode: {raw[0]}{reason}")
+        return super().decode(data, transport)
 
 
-class RefusesShortArrays(Mutant):
+class RefusesShortArrays(_PickyDecoder):
     """A message array shorter than the field count is refused, defaults or not (R-MSG-5)."""
 
-    kind = "decoder"
-
-    def decode(self, data: bytes, transport: str) -> Any:
-        if transport == "msgpack":
-            raw, cls = _message_fields(self, data)
-            if cls is not None and len(raw) - 1 < len(msgspec.structs.fields(cls)):
-                raise ValueError(f"msgpack decode: {raw[0]}: expected {len(msgspec.structs.fields(cls))} fields")
-        return super().decode(data, transport)
+    def objection(self, cls: type, items: list) -> Optional[str]:
+        want = len(msgspec.structs.fields(cls))
+        return f": expected {want} fields" if len(items) < want else None
 
 
-class RefusesExtraElements(Mutant):
+class RefusesExtraElements(_PickyDecoder):
     """Elements after the last known field fail the decode (R-MSG-5: ignore them)."""
 
-    kind = "decoder"
-
-    def decode(self, data: bytes, transport: str) -> Any:
-        if transport == "msgpack":
-            raw, cls = _message_fields(self, data)
-            if cls is not None and len(raw) - 1 > len(msgspec.structs.fields(cls)):
-                raise ValueError(f"msgpack decode: {raw[0]}: unexpected elements after the last field")
-        return super().decode(data, transport)
+    def objection(self, cls: type, items: list) -> Optional[str]:
+        return ": unexpected elements after the last field" if len(items) > len(msgspec.structs.fields(cls)) else None
 
 
-class RefusesIntsForFloats(Mutant):
+class RefusesIntsForFloats(_PickyDecoder):
     """An int in a float field fails the decode (R-VAL-2: decoders accept it)."""
 
-    kind = "decoder"
-
-    def decode(self, data: bytes, transport: str) -> Any:
-        if transport == "msgpack":
-            raw, cls = _message_fields(self, data)
-            if cls is not None:
-                for field, item in zip(msgspec.structs.fields(cls), raw[1:]):
-                    if field.type in (float, Optional[float]) and type(item) is int:
-                        raise ValueError(f"msgpack decode: {raw[0]}.{field.name}: Expected `float`, got `int`")
-        return super().decode(data, transport)
+    def objection(self, cls: type, items: list) -> Optional[str]:
+        for field, item in zip(msgspec.structs.fields(cls), items):
+            if field.type in (float, Optional[float]) and type(item) is int:
+                return f".{field.name}: Expected `float`, got `int`"
+        return None
 
 
 class DuplicateKeysFirstWins(Mutant):
@@ -746,7 +745,7 @@ class TensorRawLengthUnchecked(Mutant):
                 dtype = ext.torch_dtype(metadata[1])
                 need = math.prod(metadata[0]) * dtype.itemsize
                 raw = bytes(raw)[:need].ljust(need, b"\0")
-            except Exception:
+            except Exception:  # noqa: BLE001 - metadata it cannot read goes to the real hook unpadded
                 pass
             return original(metadata, raw)
         with patched(ext, "restore_tensor", lenient):

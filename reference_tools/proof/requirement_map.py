@@ -124,7 +124,8 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     # -- the spec's finer rules
     _v(SPEC_RULES, "OmitsEqualDefaults", "Required.Omission.BeamSearchSequence.NegativeZeroWritten"),
     Violation("WideningCanonicalizesNaN", f"{SPEC_RULES}:CanonicalNaN",
-              ("Required.FloatWidening.signalling_nan.KeepsBits", "Required.FloatWidening.negative_nan_payload.KeepsBits")),
+              ("Required.FloatWidening.signalling_nan.KeepsBits",
+               "Required.FloatWidening.negative_nan_payload.KeepsBits")),
 )}
 
 ROUNDTRIP = "Required.RoundTrip.*"
@@ -158,7 +159,8 @@ REQUIREMENTS: dict[str, Entry] = {
     "R-VAL-4": Entry((ROUNDTRIP,), ("EnumByName", "UntypedDecode")),
     "R-VAL-5": Entry(("Required.FloatWidening.*",), ("WideningCanonicalizesNaN",)),
     "R-VAL-6": Entry(("Required.Accepts.*.DuplicateKeyLastValue",), ("DuplicateKeysFirstWins",)),
-    "R-EXT-6": Entry(("Required.ByteOrder.*.BigEndianKept.*",), ("BigEndianNdarraysConverted", "NdarraysDecodedNative")),
+    "R-EXT-6": Entry(("Required.ByteOrder.*.BigEndianKept.*",),
+                     ("BigEndianNdarraysConverted", "NdarraysDecodedNative")),
     "R-EXT-1": Entry((TENSOR, ROUNDTRIP, BYTES), ("ExtMetadataLengthLittleEndian",)),
     "R-EXT-2": Entry((TENSOR, ROUNDTRIP, BYTES), ("RawBytesBigEndian",)),
     "R-EXT-3": Entry((REFUSES,), ("TensorRawLengthUnchecked",)),

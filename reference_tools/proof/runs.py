@@ -105,7 +105,8 @@ def run_batch(jobs: Sequence[Job], *, timeout: float = 3600, root: Optional[Path
             else:
                 out.append({})
         if not any(out) and proc.returncode:
-            raise RuntimeError(f"proof worker failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+            raise RuntimeError(f"proof worker failed ({proc.returncode}):\n"
+                               f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         return out
 
 

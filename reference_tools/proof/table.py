@@ -14,7 +14,6 @@ import fnmatch
 import subprocess
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping, Sequence
 
 from conformance.paths import data_root
@@ -135,7 +134,8 @@ def render(rows: Sequence[Row]) -> str:
         verdict = "yes" if r.proven else f"n/a: {r.exempt}" if r.exempt else "**no**"
         lines.append(f"| {r.requirement.id} | {_cell(r.requirement.summary)} | {checks} | {violations} | {verdict} |")
     others = [r.requirement.id for r in rows if not r.requirement.must]
-    lines += ["", "Requirements without MUST (SHOULD, MAY or descriptive), not in the table: " + ", ".join(others) + "."]
+    lines += ["", "Requirements without MUST (SHOULD, MAY or descriptive), not in the table: "
+              + ", ".join(others) + "."]
     return "\n".join(lines) + "\n"
 
 

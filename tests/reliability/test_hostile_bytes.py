@@ -83,7 +83,8 @@ def _verdict(case: Case, got: dict) -> list[str]:
     else:
         if got["outcome"] != "error":
             return [f"decoded (to {got.get('type')}) instead of being refused"]
-        if got["transport"] != "msgpack" or got["direction"] != "decode" or not got["message"].startswith("msgpack decode"):
+        named = got["transport"] == "msgpack" and got["direction"] == "decode"
+        if not named or not got["message"].startswith("msgpack decode"):
             problems.append(f"the error does not name the transport: {got['message']}")
         if got["struct"] != case.struct:
             problems.append(f"struct {got['struct']!r}, expected {case.struct!r}: {got['message']}")
@@ -114,9 +115,9 @@ def test_zzz_report(outcomes: dict[str, dict]):
 
 # -- the configurable limits ----------------------------------------------------------------
 def test_max_message_bytes_per_call_and_for_multipart():
-    from reference_tools.fuzz.corpus import golden
     from reference_impl import codec
     from reference_impl.errors import WireError
+    from reference_tools.fuzz.corpus import golden
 
     data = golden("AbortReq.typical")
     assert codec.decode(data, max_bytes=len(data)) is not None
@@ -124,6 +125,7 @@ def test_max_message_bytes_per_call_and_for_multipart():
         codec.decode(data, max_bytes=len(data) - 1)
     assert codec.decode(data, max_bytes=0) is not None  # 0: no limit
     import torch
+
     from reference_impl.io_struct import BatchEmbeddingOutput
 
     msg = BatchEmbeddingOutput(rids=["r"], finished_reasons=[None], embeddings=[[0.0]], prompt_tokens=[1],
@@ -137,9 +139,9 @@ def test_max_message_bytes_per_call_and_for_multipart():
 
 
 def test_max_nesting_per_call_names_struct_and_field():
-    from reference_tools.fuzz.corpus import in_any_raw
     from reference_impl import codec
     from reference_impl.errors import WireError
+    from reference_tools.fuzz.corpus import in_any_raw
 
     deep = in_any_raw(b"\x91" * 60 + b"\xc0")
     assert codec.decode(deep, max_nesting=70) is not None

@@ -90,4 +90,5 @@ def test_zzz_report(request: pytest.FixtureRequest):
                   f"({r['requests_per_s']} req/s), slowest {r['max_seconds']} s, RSS {r['rss_after'] / 2**20:.0f} MiB")
         if "rss_growth_second_round" in numbers:
             print(f"[load] {transport}: RSS before {numbers['rss_before'] / 2**20:.0f} MiB, growth over round 2 "
-                  f"{numbers['rss_growth_second_round'] / 2**20:+.1f} MiB, in flight after {numbers['in_flight_after']}")
+                  f"{numbers['rss_growth_second_round'] / 2**20:+.1f} MiB, "
+                  f"in flight after {numbers['in_flight_after']}")

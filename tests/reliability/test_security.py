@@ -26,7 +26,12 @@ import zmq
 
 from reference_impl import codec, zmq_io
 from reference_impl.errors import WireError
-from reference_impl.io_struct import BatchTokenizedGenerateReqInput, PickleWrapper, SamplingParams, TokenizedGenerateReqInput
+from reference_impl.io_struct import (
+    BatchTokenizedGenerateReqInput,
+    PickleWrapper,
+    SamplingParams,
+    TokenizedGenerateReqInput,
+)
 
 pytestmark = pytest.mark.reliability
 ROOT = Path(__file__).resolve().parents[2]
@@ -205,7 +210,7 @@ def _sinks(path: Path) -> set[tuple[str, str]]:
         def visit_FunctionDef(self, node) -> None:
             self._scoped(node, node.name)
 
-        visit_AsyncFunctionDef = visit_FunctionDef
+        visit_AsyncFunctionDef = visit_FunctionDef  # noqa: N815 - ast.NodeVisitor's method name
 
         def visit_Lambda(self, node) -> None:
             self._scoped(node, "<lambda>")

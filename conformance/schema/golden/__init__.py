@@ -7,7 +7,16 @@ The layout and both file formats are specified in spec/SPEC.md ("Vector files").
 """
 
 from conformance.schema.golden.store import (
-    INDEX, UPDATE_COMMAND, Case, Problem, cases, check, expected_files, manifest_digest, read_index, update,
+    INDEX,
+    UPDATE_COMMAND,
+    Case,
+    Problem,
+    cases,
+    check,
+    expected_files,
+    manifest_digest,
+    read_index,
+    update,
 )
 from conformance.schema.golden.view import ViewError, dumps, from_view, loads, to_view
 

@@ -42,13 +42,10 @@ def catalogue_for(manifest: Manifest) -> Catalogue:
 
 @lru_cache(maxsize=None)
 def _catalogue(manifest_id: str, manifest_json: bytes) -> Catalogue:
-    from conformance.schema.manifest.model import Manifest as _M
-
-    manifest = msgspec.json.decode(manifest_json, type=_M)
+    manifest = msgspec.json.decode(manifest_json, type=Manifest)
     if manifest_id == _reference_manifest_id():
-        from reference_impl import codec, io_struct
-
         from conformance.schema.manifest.extract import extract_with_classes
+        from reference_impl import codec, io_struct
 
         classes = extract_with_classes(io_struct.__name__, union_attr="CUSTOM_MESSAGE_TYPES", array_typecode="q")[1]
         return Catalogue(manifest, classes, lambda obj: codec.encode(obj, "msgpack"),

@@ -23,10 +23,10 @@ from typing import Any, Callable, Iterator, Optional
 
 import msgspec
 
+from conformance.schema.golden import view as jview
 from conformance.schema.manifest import Manifest
 from conformance.schema.manifest.model import StructSpec
 from conformance.schema.manifest.typeexpr import T
-from conformance.schema.golden import view as jview
 
 __all__ = ["FILE", "FORMAT", "Refusal", "build", "corpus_text", "load"]
 
@@ -423,7 +423,8 @@ class _Builder:
         return [with_map] + ([with_ext] if with_ext and with_ext != with_map else [])
 
     def utf8(self) -> None:
-        slot = next(((spec.name, i, f.name) for spec, i, f in self.fields() if _strip_optional(f.type_expr).kind == "str"), None)
+        slot = next(((spec.name, i, f.name) for spec, i, f in self.fields()
+                     if _strip_optional(f.type_expr).kind == "str"), None)
         cases = (("InvalidUtf8", b"\xff", "0xff is never UTF-8"),
                  ("Surrogate", b"\xed\xa0\x80", "ED A0 80 is the surrogate U+D800 (CESU-8/WTF-8), not UTF-8"),
                  ("Overlong", b"\xc0\xaf", "C0 AF is an overlong '/'"),
@@ -461,12 +462,15 @@ class _Builder:
         cases_tensor = [
             ("MetaLengthPastPayload", _buffer(2, tensor_ok[0], tensor_ok[1], meta_len=1000), "R-EXT-3",
              "the metadata length runs past the payload"),
-            ("ShorterThanHeader", msgspec.msgpack.Ext(2, b"\x00\x00"), "R-EXT-1", "2 bytes: no room for the 4-byte length"),
-            ("MetaNotMsgpack", _buffer(2, b"\xc1", tensor_ok[1]), "R-EXT-3", "the metadata is the never-used byte 0xc1"),
+            ("ShorterThanHeader", msgspec.msgpack.Ext(2, b"\x00\x00"), "R-EXT-1",
+             "2 bytes: no room for the 4-byte length"),
+            ("MetaNotMsgpack", _buffer(2, b"\xc1", tensor_ok[1]), "R-EXT-3",
+             "the metadata is the never-used byte 0xc1"),
             ("MetaNotList", _buffer(2, meta({"shape": [2]}), tensor_ok[1]), "R-EXT-3", "the metadata is a map"),
             ("MetaTwoItems", _buffer(2, meta([[2], "float32"]), tensor_ok[1]), "R-EXT-3",
              "tensor metadata is [shape, dtype, device]"),
-            ("NegativeDim", _buffer(2, meta([[-2], "float32", "cpu"]), tensor_ok[1]), "R-EXT-3", "a negative dimension"),
+            ("NegativeDim", _buffer(2, meta([[-2], "float32", "cpu"]), tensor_ok[1]), "R-EXT-3",
+             "a negative dimension"),
             ("FloatDim", _buffer(2, meta([[2.0], "float32", "cpu"]), tensor_ok[1]), "R-EXT-3", "a float dimension"),
             ("ShapeNotList", _buffer(2, meta([2, "float32", "cpu"]), tensor_ok[1]), "R-EXT-3", "the shape is an int"),
             ("TooManyDims", _buffer(2, meta([[1] * 65, "float32", "cpu"]), b"\x00" * 4), "R-EXT-3", "65 dimensions"),
@@ -530,7 +534,8 @@ class _Builder:
             return view
 
         int_slot = next(((s.name, f.name) for s, _, f in self.fields() if f.type_expr.kind == "int"), None)
-        str_slot = next(((s.name, f.name) for s, _, f in self.fields() if _strip_optional(f.type_expr).kind == "str"), None)
+        str_slot = next(((s.name, f.name) for s, _, f in self.fields()
+                         if _strip_optional(f.type_expr).kind == "str"), None)
         if int_slot:
             for name, value in (("IntAbove64Bits", 2**64), ("IntBelow64Bits", -(2**63) - 1)):
                 self.add(f"{int_slot[0]}.{name}.{int_slot[1]}", "encode", "R-VAL-1",
@@ -566,32 +571,35 @@ def _tokens(data: bytes) -> Iterator[tuple[int, int, int, str]]:
     while i < len(data):
         b = data[i]
         if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3):
-            yield i, 1, 0, "scalar"; i += 1
+            head, body, kind = 1, 0, "scalar"
         elif 0x80 <= b <= 0x8F:
-            yield i, 1, 0, "map"; i += 1
+            head, body, kind = 1, 0, "map"
         elif 0x90 <= b <= 0x9F:
-            yield i, 1, 0, "array"; i += 1
+            head, body, kind = 1, 0, "array"
         elif 0xA0 <= b <= 0xBF:
-            yield i, 1, b & 0x1F, "str"; i += 1 + (b & 0x1F)
-        elif b in (0xCC, 0xCD, 0xCE, 0xCF, 0xD0, 0xD1, 0xD2, 0xD3, 0xCA, 0xCB):
-            n = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8, 0xCA: 4, 0xCB: 8}[b]
-            yield i, 1, n, "scalar"; i += 1 + n
-        elif b in (0xD9, 0xDA, 0xDB, 0xC4, 0xC5, 0xC6):
-            w = {0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC4: 1, 0xC5: 2, 0xC6: 4}[b]
-            n = int.from_bytes(data[i + 1:i + 1 + w], "big")
-            yield i, 1 + w, n, "str" if b >= 0xD9 else "bin"; i += 1 + w + n
+            head, body, kind = 1, b & 0x1F, "str"
+        elif b in _FIXED_WIDTH:
+            head, body, kind = 1, _FIXED_WIDTH[b], "scalar"
+        elif b in _LENGTH_WIDTH:
+            w = _LENGTH_WIDTH[b]
+            head, body, kind = 1 + w, int.from_bytes(data[i + 1:i + 1 + w], "big"), "str" if b >= 0xD9 else "bin"
         elif b in (0xD4, 0xD5, 0xD6, 0xD7, 0xD8):
-            n = 1 << (b - 0xD4)
-            yield i, 2, n, "ext"; i += 2 + n
+            head, body, kind = 2, 1 << (b - 0xD4), "ext"
         elif b in (0xC7, 0xC8, 0xC9):
             w = {0xC7: 1, 0xC8: 2, 0xC9: 4}[b]
-            n = int.from_bytes(data[i + 1:i + 1 + w], "big")
-            yield i, 2 + w, n, "ext"; i += 2 + w + n
+            head, body, kind = 2 + w, int.from_bytes(data[i + 1:i + 1 + w], "big"), "ext"
         elif b in (0xDC, 0xDD, 0xDE, 0xDF):
-            w = 2 if b in (0xDC, 0xDE) else 4
-            yield i, 1 + w, 0, "array" if b <= 0xDD else "map"; i += 1 + w
+            head, body, kind = 1 + (2 if b in (0xDC, 0xDE) else 4), 0, "array" if b <= 0xDD else "map"
         else:
             raise ValueError(f"byte {b:#04x} at {i} starts no msgpack token")
+        yield i, head, body, kind
+        i += head + body
+
+
+#: Numbers and floats of a fixed width, by first byte: the width of their body.
+_FIXED_WIDTH = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8, 0xCA: 4, 0xCB: 8}
+#: str 8/16/32 and bin 8/16/32, by first byte: the width of their length.
+_LENGTH_WIDTH = {0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC4: 1, 0xC5: 2, 0xC6: 4}
 
 
 def _cut_points(data: bytes) -> Iterator[int]:

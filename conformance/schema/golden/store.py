@@ -23,12 +23,12 @@ from typing import Iterable, Optional, Sequence
 
 import msgspec
 
-from conformance.schema.manifest import Manifest, bundled_manifests, load_manifest
 from conformance.paths import golden_dir
-from conformance.schema.values import VARIANTS, ValueBuilder
 from conformance.schema.golden import refusals
 from conformance.schema.golden import view as jview
 from conformance.schema.golden.catalogue import catalogue_for
+from conformance.schema.manifest import Manifest, bundled_manifests, load_manifest
+from conformance.schema.values import VARIANTS, ValueBuilder
 
 __all__ = [
     "INDEX", "FORMAT", "Case", "Problem", "UPDATE_COMMAND", "cases", "check", "expected_files",
@@ -162,7 +162,8 @@ def check(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = N
             problems.append(Problem("stale-manifest", f"{manifest.id}/{INDEX}",
                                     "the manifest changed after its vectors were generated"))
         want = expected_files(manifest)
-        have = {p.name for p in folder.glob("*") if p.is_file() and not p.name.startswith(".")} if folder.is_dir() else set()
+        have = ({p.name for p in folder.glob("*") if p.is_file() and not p.name.startswith(".")}
+                if folder.is_dir() else set())
         for name, content in want.items():
             path = folder / name
             if name not in have:

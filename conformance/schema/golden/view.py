@@ -217,7 +217,10 @@ def _tensor(body: Any, path: str) -> torch.Tensor:
         raise ViewError(f"{path}: {len(raw)} data bytes for shape {list(shape)} of {body['dtype']}")
     if str(dtype).startswith("torch.q"):  # qint8, quint8, qint32, quint4x2, ...
         return _quantized(dtype, raw, shape, path)
-    tensor = torch.empty(shape, dtype=dtype) if not raw else torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
+    if not raw:
+        tensor = torch.empty(shape, dtype=dtype)
+    else:
+        tensor = torch.frombuffer(bytearray(raw), dtype=dtype).reshape(shape)
     device = body.get("device", "cpu")
     return tensor if device == "cpu" else tensor.to(torch.device(device))
 

@@ -1,6 +1,15 @@
 """Wire manifests: an implementation's IPC catalogue as reviewable data."""
 
-from conformance.schema.manifest.model import Default, EnumSpec, Field, Manifest, StructSpec, bundled_manifests, load_manifest, save_manifest
+from conformance.schema.manifest.model import (
+    Default,
+    EnumSpec,
+    Field,
+    Manifest,
+    StructSpec,
+    bundled_manifests,
+    load_manifest,
+    save_manifest,
+)
 from conformance.schema.manifest.typeexpr import T, TypeExprError, canonical, parse, render
 
 __all__ = [
