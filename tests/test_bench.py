@@ -19,7 +19,7 @@ from reference_tools.bench import serve_bench as sb
 from reference_tools.bench.cli import parse_size
 from reference_tools.bench.timing import Stat, bootstrap_ratio, interleaved, paired_ratios, percentile
 from conformance.cli import main as cli_main
-from reference_impl import codec, ext
+from reference_impl import _codec_catalogue, _codec_fast, _codec_limits, codec, ext
 from reference_impl import io_struct as S
 from reference_impl.errors import WireError
 
@@ -204,7 +204,7 @@ def _plain_encode(obj):
 
 
 def _plain_decode(data):
-    return codec._catalogue.decoder.decode(data)
+    return _codec_catalogue.catalogue.decoder.decode(data)
 
 
 def _batch(decode_ids, output_ids=None, n=None):
@@ -292,7 +292,7 @@ def test_odd_array_ext_in_a_large_batch_decodes_like_the_plain_path(change):
     ids = [array.array("q", [i, i + 1]) for i in range(40)]
     ids[5] = array.array("q", [123456789, 987654321])
     data = codec.encode(_batch(ids), "msgpack")
-    assert len(data) >= codec.FAST_DECODE_MIN  # the fast decoder sees it first
+    assert len(data) >= _codec_limits.FAST_DECODE_MIN  # the fast decoder sees it first
     payload = ext.buffer_header("q") + array.array("q", [123456789, 987654321]).tobytes()
     marker = bytes((0xC7, len(payload), 1)) + payload
     if change == "code":  # an ext code the reference does not know: stays an Ext, fails validation
@@ -320,12 +320,12 @@ def test_odd_array_ext_in_a_large_batch_decodes_like_the_plain_path(change):
 
 def _plain_path(data):
     """codec.decode with the fast decoder switched off."""
-    saved = codec._catalogue.fast
-    codec._catalogue.fast = ()
+    saved = _codec_catalogue.catalogue.fast
+    _codec_catalogue.catalogue.fast = ()
     try:
         return codec.decode(data, "msgpack")
     finally:
-        codec._catalogue.fast = saved
+        _codec_catalogue.catalogue.fast = saved
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.int64, torch.uint8,
@@ -354,7 +354,7 @@ def test_large_ndarray_and_non_contiguous_tensor_are_spliced_with_identical_byte
 
 def test_splice_marker_collision_falls_back_to_the_plain_path(monkeypatch):
     t = torch.zeros(1 << 17)
-    mark = codec._SPLICE_MARK + (0).to_bytes(4, "big")
+    mark = _codec_fast.SPLICE_MARK + (0).to_bytes(4, "big")
     msg = S.BatchEmbeddingOutput(rids=[mark.hex()], finished_reasons=[None], embeddings=[0.0], prompt_tokens=[1],
                                  cached_tokens=[0], placeholder_tokens_idx=None, placeholder_tokens_val=None,
                                  pooled_hidden_states=[t])
@@ -395,7 +395,7 @@ def test_frames_are_those_of_the_collector_path(nbytes):
     msg = S.BatchEmbeddingOutput(rids=["a"], finished_reasons=[None], embeddings=[0.0], prompt_tokens=[1],
                                  cached_tokens=[0], placeholder_tokens_idx=None, placeholder_tokens_val=None,
                                  pooled_hidden_states=[t, t[:3].clone()])
-    collector = codec._FrameCollector(codec.OOB_THRESHOLD)
+    collector = _codec_fast.FrameCollector(_codec_limits.OOB_THRESHOLD)
     want = [msgspec.msgpack.Encoder(enc_hook=collector).encode(msg), *collector.frames]
     got = codec.encode_frames(msg, "msgpack")
     assert [bytes(f) for f in got] == [bytes(f) for f in want]

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
 from reference_tools.bench.payloads import MiB, Payload, default_payloads
-from reference_tools.bench.timing import Stat, interleaved, paired_ratios
+from reference_tools.bench.timing import Stat, bootstrap_ratio, interleaved, paired_ratios
 
 PICKLE, MSGPACK, OOB, UPSTREAM, MEMCPY = "pickle", "msgpack", "msgpack+oob", "sglang msgpack", "memcpy"
 OPS = ("encode", "decode", "roundtrip")
@@ -155,6 +155,7 @@ def bench_payload(payload: Payload, impls: dict[str, Any], tps: Sequence[Transpo
     if MSGPACK in rows and UPSTREAM in rows:
         identical = (_codec_bytes(objs["reference"]) == impls["sglang"].msgpack_encode(objs["sglang"]))
     ratios = _ratios(rows)
+    _encode_bounds(rows, ratios)
     for row in rows.values():
         for op in OPS:
             row.pop(op + "_samples", None)
@@ -183,13 +184,31 @@ def _ratios(rows: dict[str, dict]) -> dict[str, dict]:
             continue
         r: dict[str, Any] = {}
         if rt(PICKLE) and name != PICKLE:
-            r["vs_pickle"] = Stat.of(paired_ratios(rt(PICKLE), mine)).to_json()
+            paired = paired_ratios(rt(PICKLE), mine)
+            r["vs_pickle"] = Stat.of(paired).to_json()
+            r["vs_pickle_ci"] = bootstrap_ratio(paired).to_json()
         if rt(UPSTREAM) and name != UPSTREAM:
             r["vs_sglang"] = Stat.of(paired_ratios(rt(UPSTREAM), mine)).to_json()
         if rt(MEMCPY) and name != MEMCPY:
             r["memcpys"] = Stat.of(paired_ratios(mine, rt(MEMCPY))).to_json()
         out[name] = r
     return out
+
+
+def _encode_bounds(rows: dict[str, dict], ratios: dict[str, dict]) -> None:
+    """The best round-trip speed-up over pickle a transport could reach if it decoded exactly
+    as fast as pickle: (pickle encode + pickle decode) / (its encode + pickle decode), from
+    the medians; and the measured ratio's share of it."""
+    base = rows.get(PICKLE, {})
+    if "encode" not in base or "decode" not in base:
+        return
+    for name, row in rows.items():
+        if name == PICKLE or "encode" not in row or "vs_pickle" not in ratios.get(name, {}):
+            continue
+        bound = (base["encode"]["median"] + base["decode"]["median"]) / (row["encode"]["median"]
+                                                                           + base["decode"]["median"])
+        ratios[name]["encode_bound"] = bound
+        ratios[name]["share_of_bound"] = ratios[name]["vs_pickle"]["median"] / bound
 
 
 def run(impl: str = "auto", payload_filter: Sequence[str] = (), reps: int = 15, min_time: float = 0.004,
@@ -293,9 +312,15 @@ def fmt_ratio(stat: Optional[dict]) -> str:
     return f"{stat['median']:.2f}x [{stat['p25']:.2f}-{stat['p75']:.2f}]"
 
 
+def fmt_ci(ci: Optional[dict]) -> str:
+    if not ci or ci["lo"] != ci["lo"]:
+        return "-"
+    return f"{ci['center']:.2f}x [{ci['lo']:.2f}-{ci['hi']:.2f}]: {ci['verdict']}"
+
+
 def table_rows(report: dict) -> tuple[list[str], list[list[str]]]:
     header = ["payload", "transport", "wire size", "encode", "decode", "round trip [p25-p75]",
-              "vs pickle", "vs sglang", "x memcpy", "MB/s"]
+              "vs pickle", "vs pickle [95% CI]: verdict", "bound (share)", "vs sglang", "x memcpy", "MB/s"]
     rows = []
     for p in report["payloads"]:
         first = True
@@ -311,7 +336,10 @@ def table_rows(report: dict) -> tuple[list[str], list[list[str]]]:
                 fmt_time(row["encode"]["median"]) if "encode" in row else "-",
                 fmt_time(row["decode"]["median"]) if "decode" in row else "-",
                 f"{fmt_time(rt['median'])} [{fmt_time(rt['p25'])}-{fmt_time(rt['p75'])}]" if rt else "-",
-                fmt_ratio(ratios.get("vs_pickle")), fmt_ratio(ratios.get("vs_sglang")),
+                fmt_ratio(ratios.get("vs_pickle")), fmt_ci(ratios.get("vs_pickle_ci")),
+                (f"{ratios['encode_bound']:.2f}x ({ratios['share_of_bound']:.0%})"
+                 if "encode_bound" in ratios else "-"),
+                fmt_ratio(ratios.get("vs_sglang")),
                 fmt_ratio(ratios.get("memcpys")), f"{thr:,.0f}" if thr else "-",
             ])
             first = False
@@ -326,7 +354,10 @@ def render_text(report: dict) -> str:
     for r in rows:
         lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
     lines += ["", "vs pickle / vs sglang: round-trip speed-up (>1 = faster), median of per-repetition ratios "
-              "[25th-75th percentile]; x memcpy: round trip cost in plain copies of the tensor bytes."]
+              "[25th-75th percentile]; [95% CI]: bootstrap interval of the geometric mean of those ratios, and "
+              "what it allows one to say; bound: the speed-up over pickle if decode were exactly as fast as "
+              "pickle's ((pickle encode + decode) / (encode + pickle decode)), and the share of it reached; "
+              "x memcpy: round trip cost in plain copies of the tensor bytes."]
     lines += _summary_lines(report)
     return "\n".join(lines) + "\n"
 

@@ -42,7 +42,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from reference_tools.bench.timing import RatioCI, bootstrap_ratio, percentile
+from reference_tools.bench.timing import bootstrap_ratio, percentile
 
 TRANSPORTS = ("pickle", "msgpack")
 PRESETS: dict[str, dict[str, Any]] = {
