@@ -85,13 +85,16 @@ class Exchange:
 class Verification:
     old: str
     new: str
-    exchanges: list[Exchange]
+    exchanges: list[Exchange]  # per message
+    # per changed struct or enum, checked alone (conformance.schema.isolation): `message`
+    # names the subject, the evidence the message that carried it
+    changes: list[Exchange] = field(default_factory=list)
 
     def contradictions(self) -> list[Exchange]:
-        return [e for e in self.exchanges if e.contradiction]
+        return [e for e in self.exchanges + self.changes if e.contradiction]
 
     def silent(self) -> list[Exchange]:
-        return [e for e in self.exchanges if e.outcome == SILENT]
+        return [e for e in self.exchanges + self.changes if e.outcome == SILENT]
 
 
 # -- what the diff says about one message -------------------------------------------
@@ -202,10 +205,13 @@ _OPAQUE = object()  # a default made fresh per instance (a uuid): any value will
 
 # -- the two ends of an exchange ----------------------------------------------------
 class VersionSide:
-    """A release, by its manifest: structs generated in-process, its golden vectors."""
+    """A release, by its manifest: structs generated in-process, its golden vectors.
+    reexports: reading pickles of an older release, a class named in a module that still
+    exists but no longer defines it is found there (the old module re-exports what moved
+    away: the diff's assumption for class-moved)."""
 
-    def __init__(self, catalogue: Catalogue) -> None:
-        self.catalogue = catalogue
+    def __init__(self, catalogue: Catalogue, *, reexports: bool = False) -> None:
+        self.catalogue, self.reexports = catalogue, reexports
         self.manifest: Manifest = catalogue.manifest
         self.classes = catalogue.classes
 
@@ -285,10 +291,8 @@ class _ReaderUnpickler(pickle.Unpickler):
         mine = self.reader.manifest.structs.get(name) or self.reader.manifest.enums.get(name)
         if spec.module not in self.reader_modules:
             raise ModuleNotFoundError(f"No module named {spec.module!r}")
-        if mine is None:
+        if mine is None or (mine.module != spec.module and not getattr(self.reader, "reexports", False)):
             raise AttributeError(f"Can't get attribute {name!r} on <module {spec.module!r}>")
-        # The module still exists in the reader's version: the diff assumes it re-exports
-        # a class that moved away (rule class-moved).
         return self.reader.classes[name]
 
 
@@ -315,6 +319,15 @@ def _golden_bytes(manifest_id: str, message: str, variant: str) -> Optional[byte
 
 def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
+
+
+def _named(exc: BaseException, reader: Any, writer: Any, message: str, meant: Any) -> str:
+    """The error, and the field its msgspec path ($[8][28]) points at, by name."""
+    text = _error(exc)
+    at = re.search(r"- at `(\$[^`]*)`", text)
+    if at:
+        text += f" = {_where(reader.manifest, writer.manifest, message, at.group(1), meant)}"
+    return text
 
 
 def _arm(t: T, token: str) -> T:
@@ -372,11 +385,7 @@ def exchange_once(writer: Any, reader: Any, message: str, variant: str, transpor
     try:
         got = load()
     except Exception as exc:  # noqa: BLE001 - whatever the reader raises, it refused the bytes: loud
-        text = _error(exc)
-        at = re.search(r"- at `(\$[^`]*)`", text)
-        if at:
-            text += f" = {_where(reader.manifest, writer.manifest, message, at.group(1), meant)}"
-        return LOUD, f"{variant}: {text}"
+        return LOUD, f"{variant}: {_named(exc, reader, writer, message, meant)}"
     found = _Compare(reader, writer.manifest).first_difference(to_view(got), meant, message)
     if found:
         return SILENT, f"{variant}: {found}"
@@ -385,7 +394,8 @@ def exchange_once(writer: Any, reader: Any, message: str, variant: str, transpor
         try:
             reader.revalidate(got)
         except Exception as exc:  # noqa: BLE001 - its own codec refuses the value
-            return SILENT, f"{variant}: decoded without error into a {message} its own types reject: {_error(exc)}"
+            return SILENT, (f"{variant}: decoded without error into a {message} its own types reject: "
+                            f"{_named(exc, reader, writer, message, meant)}")
     return OK, ""
 
 
@@ -402,13 +412,16 @@ def exchange(writer: Any, reader: Any, message: str, transport: str) -> tuple[st
 
 
 # -- the whole check -------------------------------------------------------------------
-def verify(old: Manifest, new: Manifest, *, transports: Iterable[str] = TRANSPORTS) -> Verification:
+def verify(old: Manifest, new: Manifest, *, transports: Iterable[str] = TRANSPORTS,
+           each_change: bool = True) -> Verification:
+    """Every message both ways on each transport; with each_change, also every changed
+    struct and enum alone (a message stops at its first failure and hides the rest)."""
     for m in (old, new):
         if any(s.options.get("dataclass") for s in m.structs.values()):
             raise ValueError(f"{m.id} is a dataclass catalogue (no msgpack form): `ipc-conformance schema diff` "
                              "gives its migration report")
     result = diff(old, new)
-    cats = {"old": VersionSide(catalogue_for(old)), "new": VersionSide(catalogue_for(new))}
+    cats = {"old": VersionSide(catalogue_for(old)), "new": VersionSide(catalogue_for(new), reexports=True)}
     exchanges = []
     for message in sorted({s.name for s in old.messages} | {s.name for s in new.messages}):
         changes = _relevant(result, old, new, message)
@@ -423,7 +436,12 @@ def verify(old: Manifest, new: Manifest, *, transports: Iterable[str] = TRANSPOR
                 outcome, evidence = exchange(writer, reader, message, transport)
                 exchanges.append(Exchange(message, direction, transport, outcome, evidence, level,
                                           sorted(set(bad))))
-    return Verification(old.id, new.id, exchanges)
+    changes: list[Exchange] = []
+    if each_change:
+        from conformance.schema.isolation import verify_each_change
+
+        changes = verify_each_change(old, new, result, transports)
+    return Verification(old.id, new.id, exchanges, changes)
 
 
 class PeerCheck:
@@ -458,17 +476,23 @@ class PeerCheck:
 
 
 def render_text(result: Verification, *, every: bool = False) -> str:
-    """Contradictions first, then every exchange that fails (every=True: all of them), then
-    the silent ones by name: those are the dangerous ones."""
-    ex = result.exchanges
-    counts = {o: sum(e.outcome == o for e in ex) for o in (OK, LOUD, SILENT)}
-    lines = [f"schema verify {result.old} -> {result.new}: {len(ex)} exchanges, "
-             f"{counts[OK]} ok, {counts[LOUD]} loud, {counts[SILENT]} silent; "
-             f"{len(result.contradictions())} contradict the diff"]
+    """Contradictions first, then every exchange that fails (every=True: all of them), per
+    message and per change alone, then the silent ones by name: those are the dangerous ones."""
+    lines = [_counts(f"schema verify {result.old} -> {result.new}: per message", result.exchanges)]
     for e in result.contradictions():
         lines.append(f"  CONTRADICTS THE DIFF: {e.line()}\n      {e.contradiction}")
-    lines += [f"  {e.line()}" for e in ex if (every or e.outcome != OK) and not e.contradiction]
+    lines += [f"  {e.line()}" for e in result.exchanges if (every or e.outcome != OK) and not e.contradiction]
+    if result.changes:
+        lines.append(_counts("each changed struct and enum alone", result.changes))
+        lines += [f"  {e.line()}" for e in result.changes if (every or e.outcome != OK) and not e.contradiction]
     silent = result.silent()
-    lines.append("  silently wrong: " + (", ".join(f"{e.message} {e.direction} {e.transport}" for e in silent)
-                                         if silent else "none"))
+    lines.append("silently wrong: " + (", ".join(f"{e.message} {e.direction} {e.transport}" for e in silent)
+                                       if silent else "none"))
     return "\n".join(lines) + "\n"
+
+
+def _counts(title: str, exchanges: list[Exchange]) -> str:
+    n = {o: sum(e.outcome == o for e in exchanges) for o in (OK, LOUD, SILENT)}
+    bad = sum(bool(e.contradiction) for e in exchanges)
+    return (f"{title}: {len(exchanges)} exchanges, {n[OK]} ok, {n[LOUD]} loud, {n[SILENT]} silent; "
+            f"{bad} contradict the diff")
