@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, Optional
 
 from conformance.schema.manifest import Manifest, StructSpec, T, bundled_manifests, load_manifest, parse
 
@@ -353,7 +353,7 @@ class _StructDiff:
             level, pickle = _type_level(old_t, new_t, False), _type_level(old_t, new_t, True)
             (sk_a, leaves_a), (sk_b, leaves_b) = _ext_skeleton(old_t), _ext_skeleton(new_t)
             if sk_a == sk_b and leaves_a != leaves_b and leaves_a and leaves_b:
-                codes = lambda ls: "/".join(f"{k} (ext {_EXT[k]})" for k in ls)  # noqa: E731
+                codes = lambda ls: "/".join(f"{k} (ext {_EXT[k]})" for k in ls)
                 rule = "ext-code-changed"
                 detail = f"{a.name}: {a.type} -> {b.type}: {codes(leaves_a)} -> {codes(leaves_b)}"
             else:
@@ -439,9 +439,11 @@ def diff(old: Manifest, new: Manifest, *, modules: bool = True) -> Diff:
         a, b = old.structs.get(name), new.structs.get(name)
         if a is None:
             if b.role == "message":
-                out.append(Change("message-added", name, f"new message {name} ({len(b.fields)} fields)", BACKWARD, BACKWARD))
+                out.append(Change("message-added", name, f"new message {name} ({len(b.fields)} fields)",
+                                  BACKWARD, BACKWARD))
             else:
-                out.append(Change("struct-added", name, f"new {b.role} struct {name} ({len(b.fields)} fields)", FULL, FULL))
+                out.append(Change("struct-added", name, f"new {b.role} struct {name} ({len(b.fields)} fields)",
+                                  FULL, FULL))
         elif b is None:
             if a.role == "message":
                 out.append(Change("message-removed", name, f"message {name} removed", FORWARD, FORWARD))
@@ -459,7 +461,8 @@ def diff(old: Manifest, new: Manifest, *, modules: bool = True) -> Diff:
             continue
         if modules and a.module != b.module:
             out.append(Change("class-moved", name, f"{a.module} -> {b.module} (pickle readers of the old version "
-                              "cannot find it; BACKWARD only while the old module still re-exports it)", FULL, BACKWARD))
+                              "cannot find it; BACKWARD only while the old module still re-exports it)",
+                              FULL, BACKWARD))
         by_value_a = {json.dumps(v): k for k, v in a.members.items()}
         by_value_b = {json.dumps(v): k for k, v in b.members.items()}
         for member in sorted(set(a.members) & set(b.members)):
@@ -498,7 +501,7 @@ def _version_key(version: str) -> tuple:
         from packaging.version import Version
 
         return (0, Version(version))
-    except Exception:
+    except Exception:  # noqa: BLE001 - not a PEP 440 version: compare its parts
         return (1, tuple(int(p) if p.isdigit() else p for p in re.split(r"[.\-+]", version)))
 
 
@@ -526,7 +529,8 @@ def render_text(result: Diff, *, limit: Optional[int] = None) -> str:
             break
         shown += 1
         lines.append("")
-        lines.append(f"{name}  [msgpack {meet(*(c.msgpack for c in changes))}, pickle {meet(*(c.pickle for c in changes))}]")
+        levels = f"msgpack {meet(*(c.msgpack for c in changes))}, pickle {meet(*(c.pickle for c in changes))}"
+        lines.append(f"{name}  [{levels}]")
         carriers = result.carried_by.get(name)
         if carriers:
             shown_carriers = ", ".join(carriers[:6]) + (f" and {len(carriers) - 6} more" if len(carriers) > 6 else "")
