@@ -142,3 +142,33 @@ def test_compare_table_counts_each_area_per_implementation():
     b = {"impl": "b", "results": [{"id": "Required.RoundTrip.X.I.pickle", "outcome": "passed"}]}
     table = report.compare([a, b])
     assert "| Required.RoundTrip | 1/2 (1 failing) | 1/1 |" in table
+
+
+def test_pytest_users_are_told_their_own_flags(tmp_path):
+    # Under plain pytest the flag is --ipc-strict; `ipc-conformance run` users type --strict.
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--pyargs",
+                           "conformance.suite", "--ipc-impl", "cmd:python -m reference_impl.testee --break flip-byte",
+                           "-k", RECOMMENDED], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert "expected failures: 0, recommended checks failed: 3 (fail the run with --ipc-strict)" in proc.stdout
+    assert "Recommended check failed (fails with --ipc-strict)" in proc.stdout
+    assert "conformance: 0 passed, 0 failed, 0 skipped" in proc.stdout
+
+
+def test_one_option_table_feeds_both_front_doors(monkeypatch):
+    from conformance.cli import build_parser
+    from conformance.plugin import options
+
+    monkeypatch.delenv("IPC_CONFORMANCE_TRANSPORT", raising=False)
+    args = build_parser().parse_args(["run"])
+    # A user's scripts keep working: the flags and defaults `run` always had.
+    assert {k: v for k, v in vars(args).items() if k not in ("func", "command")} == {
+        "impl": "reference", "transport": "both", "manifest": None, "expectations": None, "strict": False,
+        "hypothesis_profile": None, "e2e": False, "fix_expectations": False, "report": None, "report_dir": None,
+        "peer": None, "workers": None, "pytest_args": []}
+    shown = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], capture_output=True,
+                           text=True, timeout=120).stdout
+    for option in options.OPTIONS:
+        assert (option.pytest_flag in shown) != option.hidden, option.name
+    assert options.pytest_args({"impl": "x", "strict": True, "report": None, "e2e": False}) == [
+        "--ipc-impl", "x", "--ipc-strict"]
