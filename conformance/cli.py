@@ -129,7 +129,9 @@ def _schema_diff(args: argparse.Namespace) -> int:
 def _schema_verify(args: argparse.Namespace) -> int:
     from itertools import combinations
 
-    from conformance.schema.evolution import render_text, verify
+    import json
+
+    from conformance.schema.evolution import render_text, to_dict, verify
     from conformance.schema.manifest import bundled_manifests, load_manifest
 
     if args.all:
@@ -139,15 +141,20 @@ def _schema_verify(args: argparse.Namespace) -> int:
     else:
         print("error: give OLD and NEW, or --all", file=sys.stderr)
         return 2
-    contradicted = 0
+    contradicted, records = 0, []
     for old, new in pairs:
         try:
             result = verify(old, new)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-        sys.stdout.write(render_text(result, every=args.every))
+        if args.format == "json":
+            records.append(to_dict(result))
+        else:
+            sys.stdout.write(render_text(result, every=args.every))
         contradicted += len(result.contradictions())
+    if args.format == "json":
+        sys.stdout.write(json.dumps(records, indent=1) + "\n")
     if contradicted:
         print(f"schema verify: {contradicted} exchange(s) contradict the schema diff", file=sys.stderr)
     return 1 if contradicted else 0
@@ -237,7 +244,9 @@ def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
     sv.add_argument("old", nargs="?", help="manifest file, bundled id, reference, sglang")
     sv.add_argument("new", nargs="?", help="the same kinds as OLD")
     sv.add_argument("--all", action="store_true", help="every pair of bundled manifests (consecutive and transitive)")
-    sv.add_argument("--every", action="store_true", help="print every exchange, not only the silent ones")
+    sv.add_argument("--every", action="store_true", help="print every exchange, not only those that fail")
+    sv.add_argument("--format", choices=["text", "json"], default="text",
+                    help="json: every exchange with its outcome, evidence, the diff's level and rules")
     sv.set_defaults(func=_schema_verify)
 
     golden = sub.add_parser("golden", help="golden vectors").add_subparsers(dest="golden_command", required=True)

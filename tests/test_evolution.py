@@ -3,6 +3,7 @@ small catalogue, and a diff broken on purpose that the bytes catch."""
 
 from __future__ import annotations
 
+import json
 from itertools import combinations
 from pathlib import Path
 
@@ -192,6 +193,13 @@ def test_cli_verify(capsys):
     assert "silently wrong: PositionalEmbeds forward pickle, TokenizedEmbeddingReqInput forward msgpack" in out
     assert "TokenizedGenerateReqInput backward msgpack: loud  [field-inserted]" in out
     assert main(["schema", "verify"]) == 2
+    assert main(["schema", "verify", "sglang-0.5.22", "sglang-0.5.23", "--format", "json"]) == 0
+    (record,) = json.loads(capsys.readouterr().out)
+    freeze = [e for e in record["messages"] if e["message"] == "FreezeGCReq" and e["outcome"] != "ok"]
+    assert freeze == [{"message": "FreezeGCReq", "direction": "forward", "transport": "pickle", "outcome": "loud",
+                       "evidence": "minimal: TypeError: Unexpected keyword argument 'gc_threshold'",
+                       "expected": "BACKWARD", "rules": ["field-appended-with-default"], "allowed": False,
+                       "contradiction": None}]
 
 
 # -- an implementation against a peer on another release (run --peer) ---------------------
@@ -241,7 +249,6 @@ def test_an_implementation_that_loses_a_field_fails_an_exchange_the_diff_allows(
 
 
 def test_run_with_peer(tmp_path):
-    import json
     import subprocess
     import sys
 

@@ -24,7 +24,7 @@ import io
 import json
 import pickle
 import re
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Optional
 
@@ -37,7 +37,8 @@ from conformance.schema.manifest import Manifest, T, parse
 from conformance.schema.values import VARIANTS, ValueBuilder
 
 __all__ = ["Exchange", "ImplementationSide", "PeerCheck", "Verification", "VersionSide", "DIRECTIONS",
-           "PEER_DIRECTIONS", "TRANSPORTS", "OK", "LOUD", "SILENT", "exchange", "reach", "render_text", "verify"]
+           "PEER_DIRECTIONS", "TRANSPORTS", "OK", "LOUD", "SILENT", "exchange", "reach", "render_text", "to_dict",
+           "verify"]
 
 OK, LOUD, SILENT = "ok", "loud", "silent"
 DIRECTIONS = ("backward", "forward")  # backward: new reads old; forward: old reads new
@@ -489,6 +490,14 @@ def render_text(result: Verification, *, every: bool = False) -> str:
     lines.append("silently wrong: " + (", ".join(f"{e.message} {e.direction} {e.transport}" for e in silent)
                                        if silent else "none"))
     return "\n".join(lines) + "\n"
+
+
+def to_dict(result: Verification) -> dict:
+    def one(e: Exchange) -> dict:
+        return {**asdict(e), "allowed": e.allowed, "contradiction": e.contradiction}
+
+    return {"old": result.old, "new": result.new, "messages": [one(e) for e in result.exchanges],
+            "changes": [one(e) for e in result.changes]}
 
 
 def _counts(title: str, exchanges: list[Exchange]) -> str:
