@@ -97,9 +97,8 @@ def _schema_diff(args: argparse.Namespace) -> int:
     olds = [_diff_side(args.old, **side)]
     if args.transitive:
         olds += [m for m in older_manifests(new) if m.id not in {o.id for o in olds}]
-    from conformance.schema.diff import diff
-
     from conformance.schema import migration
+    from conformance.schema.diff import diff
 
     if any(migration.is_dataclass_catalogue(m) for m in (new, *olds)):
         # a catalogue from before the msgspec migration: what moving it costs, not wire rules
@@ -127,9 +126,8 @@ def _schema_diff(args: argparse.Namespace) -> int:
 
 
 def _schema_verify(args: argparse.Namespace) -> int:
-    from itertools import combinations
-
     import json
+    from itertools import combinations
 
     from conformance.schema.evolution import render_text, to_dict, verify
     from conformance.schema.manifest import bundled_manifests, load_manifest

@@ -14,10 +14,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conformance.cli import main
-from conformance.schema.manifest import Default, EnumSpec, Field, Manifest, StructSpec, load_manifest
 from conformance.schema.diff import (
-    BACKWARD, BREAKING, FORWARD, FULL, allowed, diff, meet, older_manifests, render_text,
+    BACKWARD,
+    BREAKING,
+    FORWARD,
+    FULL,
+    allowed,
+    diff,
+    meet,
+    older_manifests,
+    render_text,
 )
+from conformance.schema.manifest import Default, EnumSpec, Field, Manifest, StructSpec, load_manifest
 
 ROOT = Path(__file__).resolve().parents[1]
 DIFFS = ROOT / "spec" / "diffs"
@@ -118,7 +126,7 @@ def test_enum_rules():
         return manifest(struct("S", f("e", "E")), enums={"E": EnumSpec(name="E", module=module, members=members)})
 
     old = with_enum({"A": 1, "B": 2})
-    rules = lambda new: {(c.rule, c.msgpack) for c in diff(old, new).changes}  # noqa: E731
+    rules = lambda new: {(c.rule, c.msgpack) for c in diff(old, new).changes}
     assert rules(with_enum({"A": 1, "B": 2, "C": 3})) == {("enum-member-added", BACKWARD)}
     assert rules(with_enum({"A": 1})) == {("enum-member-removed", FORWARD)}
     assert rules(with_enum({"A": 1, "BB": 2})) == {("enum-member-renamed", FULL)}
