@@ -137,6 +137,8 @@ def test_same_implementation_twice_gets_two_pages(tmp_path):
     runs = load_all([a, b])
     assert [r.title for r in runs] == ["x-1 (msgpack-run)", "x-1 (pickle-run)"]
     assert len({r.slug for r in runs}) == 2
+    c = _results(tmp_path / "c", "x-1", PASSING, impl_spec="defective_adapters:NoBase64")
+    assert [r.title for r in load_all([a, c])] == ["x-1 (msgpack-run)", "x-1 (defective_adapters:NoBase64)"]
 
 
 def test_bad_results_name_file_and_field(tmp_path, capsys):

@@ -18,6 +18,7 @@ import pytest
 from devtools_pipe import Browser, find_chromium
 
 from conformance.site import build_site
+from conformance.site.model import Run, load_all
 
 ROOT = Path(__file__).resolve().parents[1]
 WIDTH, HEIGHT = 1280, 900
@@ -46,12 +47,23 @@ def _run(impl: str, out: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory) -> Path:
-    tmp = tmp_path_factory.mktemp("site")
+def results(tmp_path_factory) -> list[Path]:
+    tmp = tmp_path_factory.mktemp("runs")
     good = _run("reference", tmp / "reference")
     bad = _run("defective_adapters:NoBase64", tmp / "no-base64")
     assert json.loads(bad.read_text())["counts"]["failed"] > 0, "the defective adapter must fail some checks"
-    return build_site([good, bad], tmp / "out").parent
+    return [good, bad]
+
+
+@pytest.fixture(scope="module")
+def site(results, tmp_path_factory) -> Path:
+    return build_site(results, tmp_path_factory.mktemp("site")).parent
+
+
+@pytest.fixture(scope="module")
+def defective(results) -> Run:
+    """The defective adapter's run, as the site names it."""
+    return load_all(results)[1]
 
 
 @pytest.fixture(scope="module")
@@ -88,14 +100,14 @@ def test_overview_is_in_the_first_screen(site, browser, shots):
     browser.screenshot(shots / "site-overview.png", height=640)
 
 
-def test_failure_message_is_one_click_from_the_overview(site, browser, shots):
+def test_failure_message_is_one_click_from_the_overview(site, defective, browser, shots):
     browser.open((site / "index.html").as_uri())
     x, y, href = browser.evaluate("""(() => {
         const a = document.querySelector('#overview td.cell.fail a');
         const r = a.getBoundingClientRect();
         return [r.left + r.width / 2, r.top + r.height / 2, a.getAttribute('href')];
     })()""")
-    assert href == "impl/reference-0.1.0-no-base64.html#area-Required-HttpBase64", href
+    assert href == f"impl/{defective.slug}.html#area-Required-HttpBase64", href
     browser.events.clear()
     browser.click(x, y)
     browser.wait_for("Page.loadEventFired")
@@ -110,15 +122,14 @@ def test_failure_message_is_one_click_from_the_overview(site, browser, shots):
     assert seen is not None, "the click did not land on a failure with a message"
     assert seen["hash"] == "#area-Required-HttpBase64"
     assert seen["visible"] and 0 <= seen["top"] < HEIGHT, seen  # in view, not inside a closed <details>
-    records = json.loads((site.parent / "no-base64" / "results.json").read_text())["results"]
-    messages = [r["message"] for r in records if r["outcome"] == "failed"]
+    messages = [r.message for r in defective.records if r.outcome == "failed"]
     assert any(seen["text"].strip().splitlines()[0] in m for m in messages), seen["text"]
     _no_horizontal_overflow(browser)
     browser.screenshot(shots / "site-implementation.png", height=640)
 
 
-def test_matrices_open_fit_the_width_and_keep_their_header(site, browser):
-    browser.open((site / "impl" / "reference-0.1.0-no-base64.html").as_uri())
+def test_matrices_open_fit_the_width_and_keep_their_header(site, defective, browser):
+    browser.open((site / "impl" / f"{defective.slug}.html").as_uri())
     assert browser.evaluate("[...document.querySelectorAll('details.matrix')].every(d => !d.open)")
     browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
     _no_horizontal_overflow(browser)
@@ -133,11 +144,11 @@ def test_matrices_open_fit_the_width_and_keep_their_header(site, browser):
     assert scrolled > 0 and abs(head - box_top) <= 2, stuck  # the header row stays at the top of its box
 
 
-def test_check_pages_fit_the_width(site, browser, shots):
+def test_check_pages_fit_the_width(site, defective, browser, shots):
     browser.open((site / "checks.html").as_uri())
     _no_horizontal_overflow(browser)
     browser.open((site / "checks" / "Required.HttpBase64.RejectsMalformed.html").as_uri())
     _no_horizontal_overflow(browser)
     verdict = browser.evaluate("document.querySelector('p.verdict').innerText")
-    assert verdict == "This check fails in 1 of 2: reference-0.1.0 (no-base64).", verdict
+    assert verdict == f"This check fails in 1 of 2: {defective.title}.", verdict
     browser.screenshot(shots / "site-check.png", height=520)

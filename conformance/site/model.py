@@ -234,12 +234,14 @@ def load_all(paths: Iterable[Path]) -> list[Run]:
     runs = [load(Path(p)) for p in paths]
     if not runs:
         raise ResultsError("no results.json given")
-    labels = [r.impl for r in runs]
     seen: dict[str, int] = defaultdict(int)
     for run in runs:
         run.title = run.impl
-        if labels.count(run.impl) > 1:  # the same implementation twice: tell the runs apart by folder
-            run.title = f"{run.impl} ({run.source.resolve().parent.name})"
+        twins = [r for r in runs if r.impl == run.impl]
+        if len(twins) > 1:  # one label twice: tell the runs apart by their --impl, else by folder
+            specs = [r.impl_spec for r in twins]
+            by_spec = run.impl_spec and specs.count(run.impl_spec) == 1
+            run.title = f"{run.impl} ({run.impl_spec if by_spec else run.source.resolve().parent.name})"
         base = slugify(run.title)
         seen[base] += 1
         run.slug = base if seen[base] == 1 else f"{base}-{seen[base]}"
