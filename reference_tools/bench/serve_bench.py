@@ -486,7 +486,18 @@ def _ratios(pickle_runs: list[dict], msgpack_runs: list[dict]) -> dict:
         vals = [m[key]["median"] / p[key]["median"] for p, m in zip(pickle_runs, msgpack_runs)
                 if p[key]["median"] and m[key]["median"] and p[key]["median"] == p[key]["median"]]
         out[key + "_median"] = bootstrap_ratio(vals, higher_is_faster=False).to_json()
+    # CPU the engine spent per request, all its processes together: what the transport changes,
+    # and much less disturbed by neighbours on a shared machine than wall-clock throughput.
+    vals = [m_cpu / p_cpu for p_cpu, m_cpu in zip(map(_engine_cpu_ms, pickle_runs), map(_engine_cpu_ms, msgpack_runs))
+            if p_cpu and m_cpu]
+    out["engine_cpu_ms"] = bootstrap_ratio(vals, higher_is_faster=False).to_json()
     return out
+
+
+def _engine_cpu_ms(run: dict) -> Optional[float]:
+    """CPU ms per completed request over every engine process of one round (None: not measured)."""
+    cpu = run.get("cpu_s") or {}
+    return 1000 * sum(cpu.values()) / run["completed"] if cpu and run["completed"] else None
 
 
 def _settings_json(s: Settings) -> dict:
@@ -534,6 +545,9 @@ def _table(report: dict) -> tuple[list[str], list[list[str]]]:
     for proc in procs:
         rows.append([f"CPU ms per request: {proc}"] + cells(
             lambda m, p=proc: f"{m.get('cpu_ms_per_request', {}).get(p, math.nan):,.2f}", lambda r: ""))
+    if procs:
+        rows.append(["CPU ms per request: engine, all processes"] + cells(
+            lambda m: f"{sum(m.get('cpu_ms_per_request', {}).values()):,.2f}", lambda r: _ci_cell(r.get("engine_cpu_ms"))))
     for metric, label in (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "end-to-end latency")):
         for stat in ("mean", "median", "p90", "p99"):
             rows.append([f"{label} {stat} (ms)"] + cells(
@@ -565,6 +579,11 @@ def decisions(report: dict) -> list[str]:
                 line += f"; about {ci['rounds_needed']} rounds would separate a difference this size from 1.0"
             elif ci["n"] > 1:
                 line += "; the centre is at 1.0: no number of rounds would separate it"
+        cpu = lv["ratios"].get("engine_cpu_ms")
+        if cpu and cpu["center"] == cpu["center"]:
+            word = {"msgpack faster": "msgpack cheaper", "msgpack slower": "msgpack costlier"}.get(
+                cpu["verdict"], cpu["verdict"])
+            line += f"; engine CPU per request msgpack/pickle {_ci_cell(cpu)}: {word}"
         lines.append(line)
     return lines
 
@@ -580,7 +599,7 @@ def render_text(report: dict) -> str:
 
 
 RATIO_NOTE = ("msgpack/pickle: geometric mean of the per-round ratios [95% bootstrap interval] (throughput: "
-              ">1 = msgpack faster; latency: <1 = msgpack faster).")
+              ">1 = msgpack faster; latency and CPU per request: <1 = msgpack faster / cheaper).")
 
 
 def render_markdown(report: dict) -> str:
