@@ -115,7 +115,8 @@ class EveryArmBuilder:
             return self._ref(t.name or "", index, seed)
         if k in ("List", "Set", "FrozenSet", "VarTuple"):
             count = 0 if self._reenters(t.args[0]) else self.width(t.args[0])
-            items = [self.value(t.args[0], i, seed + i) for i in range(count)]
+            item = self.value if k in ("List", "VarTuple") else self._hashable
+            items = [item(t.args[0], i, seed + i) for i in range(count)]
             if k == "List":
                 return items
             return tuple(items) if k == "VarTuple" else set(items) if k == "Set" else frozenset(items)
@@ -124,7 +125,7 @@ class EveryArmBuilder:
         if k == "Dict":
             key_t, value_t = t.args
             n = 0 if self._reenters(value_t) else max(self.width(key_t), self.width(value_t))
-            return {self.value(key_t, i % self.width(key_t), seed + i):
+            return {self._hashable(key_t, i % self.width(key_t), seed + i):
                     self.value(value_t, i % self.width(value_t), seed + i) for i in range(n)}
         if k == "Tensor":
             return torch.arange(6, dtype=torch.float32).reshape(2, 3) + seed % 89
@@ -133,6 +134,10 @@ class EveryArmBuilder:
         if k == "Array":
             return array.array(t.name or "q", [seed % 89 + 1, -2, 3])
         raise ValueError(f"no value for type {t!r}")
+
+    def _hashable(self, t: T, index: int, seed: int) -> Any:
+        """A value of t that can be a dict key or set item: an Any there holds a str."""
+        return f"any{seed % 9973}" if t.kind == "Any" else self.value(t, index, seed)
 
     def _reenters(self, t: T) -> bool:
         """Would a value of t contain a struct that is being built (a cycle of the manifest)?"""

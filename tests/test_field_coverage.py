@@ -151,6 +151,23 @@ def test_a_cycle_in_the_manifest_is_covered_and_ends():
         assert not differences(value, catalogue.decode(catalogue.encode(value)))
 
 
+def test_any_as_a_dict_key_or_set_item_gets_a_hashable_value():
+    """A bare `dict` field (Dict[Any, Any]), common in catalogues from before the msgspec
+    migration, and a Set[Any]: their keys and items must be hashable to exist at all."""
+    manifest = msgspec.json.decode(msgspec.json.encode({
+        "implementation": "toy", "version": "1", "module": "toy.io", "union": ["Bag"],
+        "structs": {"Bag": {
+            "name": "Bag", "module": "toy.io", "tag": "Bag", "tag_field": "type", "role": "message",
+            "options": {"array_like": True},
+            "fields": [{"name": "extra", "type": "Dict[Any, Any]"}, {"name": "seen", "type": "Set[Any]"}]}}}),
+        type=Manifest)
+    catalogue = catalogue_for(manifest)
+    instances = EveryArmBuilder(manifest, catalogue.classes).instances("Bag")
+    assert instances and all(value.extra and value.seen for value in instances)
+    for value in instances:
+        assert not differences(value, catalogue.decode(catalogue.encode(value)))
+
+
 @pytest.mark.slow
 def test_every_arm_through_a_cmd_testee():
     """Every instance travels as a JSON view to a subprocess testee and back."""
