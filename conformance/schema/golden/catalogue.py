@@ -7,6 +7,7 @@ private module and the same extension hooks: the wire rules do not depend on the
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import types
 from functools import lru_cache
@@ -58,7 +59,9 @@ def _catalogue(manifest_id: str, manifest_json: bytes) -> Catalogue:
 def _generated_module(manifest: Manifest) -> types.ModuleType:
     from conformance.schema.codegen import generate
 
-    name = "conformance._generated_" + "".join(c if c.isalnum() else "_" for c in manifest.id)
+    # Named by id and content: two manifests with one id (a test's toy, an edited file) get two modules.
+    digest = hashlib.sha256(manifest.to_json()).hexdigest()[:12]
+    name = "conformance._generated_" + "".join(c if c.isalnum() else "_" for c in manifest.id) + "_" + digest
     module = sys.modules.get(name)
     if module is None:
         module = types.ModuleType(name)
