@@ -226,7 +226,8 @@ class SubprocessAdapter(Adapter):
 
     def _request(self, op: str, **fields: Any) -> bytes:
         if op not in self.ops:
-            raise TesteeSkipped(f"the testee does not implement the optional '{op}' request")
+            # the checks skip up front (suite/capability.py); this guards direct callers
+            raise TesteeSkipped(f"{self.label} does not offer '{op}': its handshake lists no such op")
         request = {"type": op, **fields}
         self.recent.append(request)
         try:
@@ -320,7 +321,7 @@ class SubprocessAdapter(Adapter):
 
     def unwrap(self, obj: Any) -> Any:
         if "unwrap" not in self.ops:
-            raise TesteeSkipped("the testee does not implement the optional 'unwrap' request "
+            raise TesteeSkipped(f"{self.label} does not offer 'unwrap': its handshake lists no such op "
                                 "(PickleWrapper contents are implementation-private)")
         data = self._catalogue.encode(obj)
         return pickle.loads(self._request("unwrap", transport="msgpack", payload=data))
@@ -342,9 +343,9 @@ class SubprocessAdapter(Adapter):
 
     def recv(self, sock: Any, transport: str) -> Any:
         """One message from the socket through the testee's trusted receive path (`unwrap`)."""
-        data = sock.recv()
         if "unwrap" not in self.ops:
-            raise TesteeSkipped("receiving needs the optional 'unwrap' request (a trusted receive path)")
+            raise TesteeSkipped(f"{self.label} does not offer 'socket': receiving needs its 'unwrap' op")
+        data = sock.recv()
         return pickle.loads(self._request("unwrap", transport=transport, payload=bytes(data)))
 
     @property
