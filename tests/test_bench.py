@@ -84,7 +84,11 @@ def test_codec_report_shape(codec_run):
         if p["group"] == "tensor":
             assert {"msgpack+oob", "memcpy"} <= set(rows)
             assert p["ratios"]["msgpack+oob"]["memcpys"]["median"] > 0
-    assert any("2x faster than pickle" in t["target"] for t in report["targets"])
+    assert any("of its encode bound" in t["target"] for t in report["targets"])
+    assert any("engine" in t["target"] and "not slower than pickle" in t["target"] for t in report["targets"])
+    batch = next(p for p in report["payloads"] if p["group"] == "batch")
+    ci = batch["ratios"]["msgpack"]["vs_pickle_ci"]
+    assert ci["lo"] <= ci["center"] <= ci["hi"] and batch["ratios"]["msgpack"]["encode_bound"] > 1
 
 
 def test_codec_report_renders_and_serializes(codec_run, tmp_path):
