@@ -6,10 +6,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from reference_impl.errors import WireError
-
 from conformance.adapters.base import OPTIONAL_CAPABILITIES, Adapter, ReceivePath
 from conformance.adapters.e2e import E2ERun, TappedMessage
+from reference_impl.errors import WireError
 
 #: Scheduler ranks behind the controller in the receive-path checks: a broadcast reaches several.
 RECEIVE_PATH_DP_SIZE = 2

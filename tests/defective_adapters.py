@@ -14,10 +14,10 @@ from typing import Any, Callable, Union
 import msgspec
 import torch
 
-from reference_tools.adapter import ReferenceAdapter
 from conformance.schema.codegen import generate
 from conformance.schema.manifest import load_manifest
 from reference_impl import ext
+from reference_tools.adapter import ReferenceAdapter
 
 
 class NoBase64(ReferenceAdapter):

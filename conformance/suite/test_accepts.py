@@ -20,7 +20,9 @@ import pytest
 from conformance.compare import differences
 from conformance.plugin import check, harness_error
 from conformance.schema.wire_form import Float32, MapPairs, WideInt, fits_float32
-from conformance.schema.wire_form import read_value as read, rewrite_value as rewrite, write_value as write
+from conformance.schema.wire_form import read_value as read
+from conformance.schema.wire_form import rewrite_value as rewrite
+from conformance.schema.wire_form import write_value as write
 
 FLOAT_FIELDS = ("float", "Optional[float]")
 
@@ -116,7 +118,7 @@ def test_decoder_accepts_other_valid_forms(ipc, case):
     data = _rewritten(ipc.manifest.to_json(), ipc.manifest.id)[case]
     try:
         decoded = ipc.adapter.decode(data, "msgpack")
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any refusal of valid bytes is the finding
         pytest.fail(f"{struct_name}: the {form} form of its golden vector is valid msgpack of the same value, "
                     f"yet the decoder refused it: {type(exc).__name__}: {exc}")
     expected = ipc.instance(struct_name, VARIANT.get(form, "typical"))
@@ -131,7 +133,8 @@ def test_decoder_accepts_other_valid_forms(ipc, case):
 
 
 # -- extensions this spec does not interpret are forwarded as they are (R-EXT-4) -------------
-OPAQUE = {"unassigned": msgspec.msgpack.Ext(9, b"\x00opaque\xff"), "shm_pointer": msgspec.msgpack.Ext(4, b"\x81\xa1k\x01")}
+OPAQUE = {"unassigned": msgspec.msgpack.Ext(9, b"\x00opaque\xff"),
+          "shm_pointer": msgspec.msgpack.Ext(4, b"\x81\xa1k\x01")}
 ANY_MAPS = ("Dict[str, Any]", "Optional[Dict[str, Any]]")
 
 
@@ -160,7 +163,7 @@ def test_unknown_extension_is_forwarded(ipc, struct):
     try:
         decoded = ipc.adapter.decode(data, "msgpack")
         again = read(ipc.adapter.encode(decoded, "msgpack"))
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any refusal of valid bytes is the finding
         pytest.fail(f"{struct}.{name} holding extensions 9 and 4 (opaque here) did not "
                     f"decode and encode again: {type(exc).__name__}: {exc}")
     assert again[position] == tree[position], (

@@ -57,7 +57,8 @@ def _responses(run, comparable: bool = False) -> dict:
 
 
 def _failures(lines: list[str], limit: int = 8) -> str:
-    return "\n  " + "\n  ".join(lines[:limit]) + (f"\n  ... and {len(lines) - limit} more" if len(lines) > limit else "")
+    more = f"\n  ... and {len(lines) - limit} more" if len(lines) > limit else ""
+    return "\n  " + "\n  ".join(lines[:limit]) + more
 
 
 @check("E2E", per=("transport",), name="ServesScenario")

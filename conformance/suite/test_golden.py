@@ -12,9 +12,9 @@ import hashlib
 
 import pytest
 
-from conformance.schema import wire_form
 from conformance.compare import differences
 from conformance.plugin import check
+from conformance.schema import wire_form
 from conformance.suite.vectors import golden_vector
 
 
@@ -56,5 +56,6 @@ def test_matches_vector(ipc, struct, variant):
     problems = wire_form.form_differences(got, want, wire_form.unordered_paths(ipc.manifest, struct, want))
     if problems:
         more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
-        pytest.fail(f"{struct} ({variant}) differs from the vector's byte form at {problems[0]}{more}; golden/{ipc.manifest.id}/"
-                    f"{struct}.{variant}.msgpack (SPEC R-VEC-3):\n  " + "\n  ".join(problems[:10]))
+        pytest.fail(f"{struct} ({variant}) differs from the vector's byte form at {problems[0]}{more}; "
+                    f"golden/{ipc.manifest.id}/{struct}.{variant}.msgpack (SPEC R-VEC-3):\n  "
+                    + "\n  ".join(problems[:10]))

@@ -29,9 +29,9 @@ def _corpus(manifest_json: bytes, manifest_id: str) -> dict[str, Any]:
     """{case id: Refusal} of the manifest, empty when it has no up-to-date refusals.json."""
     import msgspec
 
+    from conformance.paths import golden_dir
     from conformance.schema.golden import manifest_digest, refusals
     from conformance.schema.manifest.model import Manifest
-    from conformance.paths import golden_dir
 
     path = golden_dir() / manifest_id / refusals.FILE
     if not path.exists():
@@ -86,10 +86,12 @@ def _verdict(ipc: Any, case: Any, attempt: Callable[[], Any]) -> Optional[str]:
     try:
         got = attempt()
     except TesteeError as exc:
-        return None if exc.kind == case.category else f"{where}: the testee answered {exc.kind}, not {case.category}: {exc}"
+        if exc.kind == case.category:
+            return None
+        return f"{where}: the testee answered {exc.kind}, not {case.category}: {exc}"
     except TesteeRuntimeError as exc:
         return f"{where}: crashed instead of refusing ({case.category} expected; {must}): {exc}"
-    except Exception as exc:  # noqa: BLE001 - judged below: a declared refusal, or a crash
+    except Exception as exc:
         if isinstance(ipc.adapter, SubprocessAdapter):
             if not isinstance(exc, AssertionError):
                 raise  # the runner's own failure, not the testee's answer

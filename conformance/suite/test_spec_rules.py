@@ -14,8 +14,8 @@ import msgspec
 import numpy as np
 import pytest
 
-from conformance.schema.golden.catalogue import catalogue_for
 from conformance.plugin import check
+from conformance.schema.golden.catalogue import catalogue_for
 from conformance.suite.fields import tensor_carrier
 
 
@@ -73,7 +73,8 @@ def _zero_float_defaults(ipc: Any) -> dict[str, tuple[str, str, str]]:
     return found
 
 
-@check("Omission", per=("struct",), name="NegativeZeroWritten", cases={"struct": lambda ipc: sorted(_zero_float_defaults(ipc))})
+@check("Omission", per=("struct",), name="NegativeZeroWritten",
+       cases={"struct": lambda ipc: sorted(_zero_float_defaults(ipc))})
 def test_negative_zero_is_not_the_default(ipc, struct):
     """-0.0 == 0.0 in every language, but it is not the default 0.0: it MUST be written."""
     _msgpack_only(ipc)

@@ -114,7 +114,7 @@ class _Process:
                 self.answers.put(message)
                 if message is None:
                     return
-        except Exception as exc:  # a protocol error ends the conversation
+        except Exception as exc:  # noqa: BLE001 - a protocol error of any kind ends the conversation
             self.answers.put(exc)
 
     def ask(self, message: dict, timeout: Optional[float] = None) -> dict:
@@ -129,7 +129,8 @@ class _Process:
                                      f"{timeout or self.timeout:.0f} s{self.stderr_tail()}") from None
         if answer is None:
             self.proc.wait(timeout=5)
-            raise TesteeRuntimeError(f"testee closed its stdout (exit status {self.proc.returncode}){self.stderr_tail()}")
+            raise TesteeRuntimeError(f"testee closed its stdout (exit status {self.proc.returncode})"
+                                     f"{self.stderr_tail()}")
         if isinstance(answer, Exception):
             raise TesteeRuntimeError(f"{answer}{self.stderr_tail()}")
         return answer
@@ -365,7 +366,7 @@ def _peek_tag(data: Any, transport: str) -> Optional[str]:
         return None
     try:
         head = msgspec.msgpack.decode(data, ext_hook=lambda code, raw: None)
-    except Exception:
+    except Exception:  # noqa: BLE001 - only a hint for the request; the testee judges the bytes
         return None
     return head[0] if isinstance(head, list) and head and isinstance(head[0], str) else None
 

@@ -52,12 +52,13 @@ class MinimalAdapter(Adapter):
                                   else impl.structs.PickleWrapper(pickle.dumps(v)))
 
     def unwrap(self, obj: Any) -> Any:  # a trusted peer
-        return self._map_wrappers(obj, lambda v: pickle.loads(v.data) if isinstance(v, impl.structs.PickleWrapper) else v)
+        wrapper = impl.structs.PickleWrapper
+        return self._map_wrappers(obj, lambda v: pickle.loads(v.data) if isinstance(v, wrapper) else v)
 
     def receive(self, data: bytes, transport: str) -> Any:  # an untrusted peer: never unpickle
         obj = self.decode(data, transport)
-        if transport == "msgpack" and (isinstance(obj, impl.structs.PickleWrapper) or any(
-                isinstance(getattr(obj, f, None), impl.structs.PickleWrapper) for f in getattr(obj, "__struct_fields__", ()))):
+        fields = [getattr(obj, f, None) for f in getattr(obj, "__struct_fields__", ())]
+        if transport == "msgpack" and any(isinstance(v, impl.structs.PickleWrapper) for v in [obj, *fields]):
             raise ValueError("PickleWrapper from an untrusted peer refused")
         return obj
 

@@ -72,7 +72,7 @@ def run_engine(name: str, transport: str, dp_size: int, launch: Callable[[], Ser
             run.scenario_results = scenario(server)
             if fault is not None:
                 run.fault = fault(server)
-        except Exception as exc:  # keep going: the tap and the spans are checked anyway
+        except Exception as exc:  # noqa: BLE001 - keep going: the tap and the spans are checked anyway
             run.scenario_error = f"{exc!r}\n--- server log ---\n{server.log_tail(30)}"
         run.timings["scenario_s"] = time.monotonic() - t0
     except BaseException:

@@ -19,7 +19,6 @@ import torch
 from safetensors.torch import load_file
 
 from reference_impl.engine.weights import serialize_named_tensors
-
 from reference_tools.e2e.harness import Client, ServerProcess
 
 VOLATILE = {"id", "created", "e2e_latency", "dp_rank"}
@@ -79,7 +78,7 @@ def run_scenario(server: ServerProcess) -> dict[str, Any]:
     served = server.info["served_model_name"]
     out: dict[str, Any] = {}
     try:
-        gen = lambda body, **kw: c.ok("/generate", body, **kw)  # noqa: E731
+        gen = lambda body, **kw: c.ok("/generate", body, **kw)
 
         # -- generation ---------------------------------------------------------------
         out["plain"] = gen({"text": PROMPT, "sampling_params": {**GREEDY, "max_new_tokens": 24}},
