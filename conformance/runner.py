@@ -39,8 +39,9 @@ class _Records:
 
 
 def parallel_args(workers: Optional[str], pytest_args: Sequence[str]) -> list[str]:
-    """pytest-xdist's arguments for -n: E2E checks are grouped on one worker (loadgroup),
-    so one run starts one server per transport; the rest spreads like --dist load."""
+    """pytest-xdist's arguments for -n. Under --dist loadgroup the plugin's scheduler
+    (plugin/parallel.py) keeps the E2E checks on one worker, so one run starts one server per
+    transport; every other check is a unit of its own, as with --dist load."""
     if not workers:
         return []
     dist = [] if any(a == "--dist" or a.startswith("--dist=") for a in pytest_args) else ["--dist", "loadgroup"]

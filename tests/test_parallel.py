@@ -66,3 +66,13 @@ def test_expected_failures_hold_across_workers(tmp_path):
     assert fixed.returncode == 1, fixed.stdout[-2000:]
     lines = [line.split()[0] for line in listed.read_text().splitlines() if not line.startswith("#")]
     assert lines == [LISTED_FAILING, UNLISTED_FAILING]  # the passing check left, the new failure came in
+
+
+def test_e2e_checks_are_one_unit_of_work():
+    # One worker runs them all: the session-scoped server per transport starts once per run.
+    from conformance.plugin.parallel import group_of
+
+    e2e = ["conformance/suite/test_e2e.py::test_e2e_serves_scenario[Required.E2E.pickle.ServesScenario]",
+           "conformance/suite/test_e2e.py::test_e2e_shuts_down_cleanly[Required.E2E.msgpack.ShutsDownCleanly]"]
+    other = "conformance/suite/test_catalogue.py::test_x[Required.Catalogue.AbortReq.MatchesManifest]"
+    assert group_of(e2e[0]) == group_of(e2e[1]) != group_of(other) == other

@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from conformance.session import Session
 
 RUN_KEY = pytest.StashKey["ConformanceRun"]()
-E2E_GROUP = "ipc-conformance-e2e"
 SUITE_PACKAGE = "conformance/suite/"
 
 
@@ -91,17 +90,21 @@ class RunHooks:
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """E2E checks are opt-in (--ipc-e2e): without it they are deselected, so the default
-        run stays fast. With it, under pytest-xdist they share one worker (--dist loadgroup),
-        so a run starts one server per transport, as a serial run does."""
+        run stays fast."""
         e2e = [item for item in items if item.get_closest_marker("ipc_e2e") is not None]
-        if not e2e:
-            return
-        if not self.run.options["e2e"]:
+        if e2e and not self.run.options["e2e"]:
             self.config.hook.pytest_deselected(items=e2e)
             items[:] = [item for item in items if item.get_closest_marker("ipc_e2e") is None]
-            return
-        for item in e2e:
-            item.add_marker(pytest.mark.xdist_group(E2E_GROUP))
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """Under --dist loadgroup (what `ipc-conformance run -n` asks for), the E2E checks
+        run on one worker, so a run starts one server per transport, as a serial run does."""
+        if config.getvalue("dist") != "loadgroup":
+            return None
+        from conformance.plugin.parallel import E2ETogetherScheduling
+
+        return E2ETogetherScheduling(config, log)
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
