@@ -235,3 +235,9 @@ class NoSocketNoEngine(ReferenceAdapter):
 
     capabilities = frozenset(c for c in ReferenceAdapter.capabilities
                              if c not in ("socket", "zero_copy", "e2e") and not c.startswith("receive_path."))
+
+
+class MisspelledCapability(ReferenceAdapter):
+    """Declares 'sockets' (not in the vocabulary): refused when it loads, instead of skipping quietly."""
+
+    capabilities = ReferenceAdapter.capabilities | {"sockets"}

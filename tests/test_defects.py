@@ -125,3 +125,14 @@ def test_an_undeclared_capability_skips_naming_it(tmp_path):
         named = {"Socket": "'socket'", "ZeroCopy": "'socket'", "E2E": "'e2e'", "ReceivePath": "'receive_path."}[area]
         assert "does not offer" in record["message"] and named in record["message"], (check_id, record["message"])
     assert len([i for i in records if ".E2E." in i]) == 17
+
+
+def test_a_capability_outside_the_vocabulary_is_refused_when_the_adapter_loads():
+    from conformance.adapters import load_adapter
+
+    sys.path.insert(0, str(HERE))
+    try:
+        with pytest.raises(ValueError, match=r"declares capabilities \['sockets'\] that are not in the vocabulary"):
+            load_adapter("defective_adapters:MisspelledCapability")
+    finally:
+        sys.path.remove(str(HERE))
