@@ -3,7 +3,7 @@
 pytest loads this module in every run of an environment the package is installed in, so it
 stays inert until a conformance run is asked for: it imports only the option table and the
 check declarations, and starts the run (run.ConformanceRun, holding the session) when
---ipc-impl is given or a conformance check is collected. Only then are the hooks that
+an --ipc-* option is given or a conformance check is collected. Only then are the hooks that
 record outcomes and write reports (RunHooks) registered; each hands off to the run.
 """
 
@@ -49,8 +49,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "ipc_check: a conformance check (its id is the test parameter)")
     config.addinivalue_line("markers", "ipc_e2e: an end-to-end check (a real server); runs only with --ipc-e2e")
-    if options.given(config.getoption, "impl"):
-        run_of(config)
+    if any(options.given(config.getoption, o.dest) for o in options.OPTIONS):
+        run_of(config)  # an --ipc-* option asks for a run (the xdist controller collects nothing)
 
 
 @pytest.fixture(scope="session")
