@@ -1,4 +1,4 @@
-"""The import rules that keep the three audiences apart (docs/DESIGN.md, "Packages").
+"""The import rules that keep the three audiences apart (README "Layout", conformance/DESIGN.md).
 
 - the suite a third party runs (``conformance`` outside ``conformance.schema``) never imports the
   reference implementation or its tools: it reaches them only through an adapter, by name;
@@ -79,15 +79,11 @@ def _violations() -> list[str]:
     return out
 
 
-#: Imports still to remove (being moved behind the adapter); this set only shrinks.
-STILL_TO_MOVE: set[str] = set()
-
-
 def test_audiences_keep_to_their_imports():
-    assert [v for v in _violations() if v.split(" imports ")[0] not in STILL_TO_MOVE] == []
+    assert _violations() == []
 
 
-def test_the_rules_see_a_lazy_import(tmp_path, monkeypatch):
+def test_the_rules_see_a_lazy_import():
     """The checker itself: an import inside a function of the suite is found."""
     sample = ROOT / "conformance" / "_layout_probe.py"
     sample.write_text("def f():\n    from reference_impl import codec\n", encoding="utf-8")
