@@ -1,4 +1,4 @@
-"""Deliberately defective implementations: one per defect class of BRIEF.md section 4.
+"""Deliberately defective implementations: one per defect class (docs/defect-classes.md).
 
 Each is the reference adapter with exactly one defect, so tests/test_defects.py can
 show the suite reports the matching check as failed.
@@ -21,7 +21,7 @@ from reference_tools.adapter import ReferenceAdapter
 
 
 class NoBase64(ReferenceAdapter):
-    """1: HTTP JSON base64 strings are taken as UTF-8 text, not decoded."""
+    """http-base64: HTTP JSON base64 strings are taken as UTF-8 text, not decoded."""
 
     def validate_http(self, struct: str, json_text: str) -> Any:
         import json
@@ -33,14 +33,14 @@ class NoBase64(ReferenceAdapter):
 
 
 class ForgetsUnwrap(ReferenceAdapter):
-    """2: a receive path (the data-parallel controller's) does not unwrap PickleWrapper."""
+    """missing-unwrap: a receive path (the data-parallel controller's) does not unwrap PickleWrapper."""
 
     def unwrap(self, obj: Any) -> Any:
         return obj
 
 
 class DropsTraceUnderMsgpack(ReferenceAdapter):
-    """4: opaque fields (time stats with the trace context) are dropped under msgpack."""
+    """trace-lost: opaque fields (time stats with the trace context) are dropped under msgpack."""
 
     def encode(self, obj: Any, transport: str) -> bytes:
         if transport == "msgpack" and isinstance(obj, msgspec.Struct):
@@ -50,7 +50,7 @@ class DropsTraceUnderMsgpack(ReferenceAdapter):
 
 
 class NoTopLevelStr(ReferenceAdapter):
-    """5: a top-level str cannot be sent."""
+    """top-level-primitive: a top-level str cannot be sent."""
 
     def encode(self, obj: Any, transport: str) -> bytes:
         if isinstance(obj, str):
@@ -59,7 +59,7 @@ class NoTopLevelStr(ReferenceAdapter):
 
 
 class UnpicklesWireBytes(ReferenceAdapter):
-    """6: the msgpack receive path calls pickle.loads on PickleWrapper bytes from the wire."""
+    """pickle-sink: the msgpack receive path calls pickle.loads on PickleWrapper bytes from the wire."""
 
     def receive(self, data: bytes, transport: str) -> Any:
         obj = self._codec.decode(data, transport, unwrap_wrappers=False)
@@ -73,7 +73,7 @@ class UnpicklesWireBytes(ReferenceAdapter):
 
 
 class UpcastsBfloat16(ReferenceAdapter):
-    """7a: msgpack sends bfloat16 tensors as float32 (dtype not preserved)."""
+    """tensor-fidelity: msgpack sends bfloat16 tensors as float32 (dtype not preserved)."""
 
     def encode(self, obj: Any, transport: str) -> bytes:
         if transport == "msgpack" and hasattr(obj, "pooled_hidden_states") and obj.pooled_hidden_states:
@@ -84,7 +84,7 @@ class UpcastsBfloat16(ReferenceAdapter):
 
 
 class KeepsRequiresGradUnderPickle(ReferenceAdapter):
-    """7b: pickle keeps requires_grad, msgpack drops it: the transports disagree."""
+    """tensor-fidelity: pickle keeps requires_grad, msgpack drops it: the transports disagree."""
 
     def encode(self, obj: Any, transport: str) -> bytes:
         if transport == "pickle":
@@ -134,7 +134,7 @@ def _retype(struct: str, fields: dict[str, str]) -> Callable[[Any], None]:
 
 
 class NarrowLogprobs(_ModuleAdapter):
-    """3: logprob fields typed List[List[float]]: None entries fail to decode."""
+    """narrow-logprobs: logprob fields typed List[List[float]]: None entries fail to decode."""
 
     def __init__(self) -> None:
         narrow = {n: "Optional[List[List[float]]]" for n in (
@@ -143,7 +143,7 @@ class NarrowLogprobs(_ModuleAdapter):
 
 
 class NoLateSubclasses(ReferenceAdapter):
-    """8: the top-level union is built once, from direct subclasses only."""
+    """struct-discovery: the top-level union is built once, from direct subclasses only."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -163,14 +163,14 @@ class NoLateSubclasses(ReferenceAdapter):
 
 
 class NarrowRids(_ModuleAdapter):
-    """9: BaseBatchReq.rids typed str, not a list of str."""
+    """narrow-rid: BaseBatchReq.rids typed str, not a list of str."""
 
     def __init__(self) -> None:
         super().__init__(_retype("BaseBatchReq", {"rids": "Optional[str]"}))
 
 
 class UntypedDecode(ReferenceAdapter):
-    """10: msgpack decodes fields as plain data: tuples, sets, enums, int keys change."""
+    """msgpack-changes-values: msgpack decodes fields as plain data: tuples, sets, enums, int keys change."""
 
     def decode(self, data: bytes, transport: str) -> Any:
         if transport == "pickle":
@@ -183,7 +183,7 @@ class UntypedDecode(ReferenceAdapter):
 
 
 class UnsafeZeroCopy(ReferenceAdapter):
-    """11: a zero-copy send returns while ZeroMQ still reads the caller's buffers."""
+    """buffer-reuse: a zero-copy send returns while ZeroMQ still reads the caller's buffers."""
 
     def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
         from reference_impl import codec
@@ -194,7 +194,7 @@ class UnsafeZeroCopy(ReferenceAdapter):
 
 
 class ReorderedFields(_ModuleAdapter):
-    """12: a field inserted in the middle of an array_like struct (old peers read garbage)."""
+    """field-inserted: a field inserted in the middle of an array_like struct (old peers read garbage)."""
 
     def __init__(self) -> None:
         def edit(manifest: Any) -> None:

@@ -1,4 +1,4 @@
-"""The suite catches every defect class of BRIEF.md section 4.
+"""The suite catches every defect class (docs/defect-classes.md).
 
 Each defective adapter (tests/defective_adapters.py) is the reference with one
 defect; the suite runs against it in a fresh process and must report the
@@ -17,34 +17,34 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 
-# defect class -> (adapter, -k selection, check ids that must fail)
+# defect class (docs/defect-classes.md)[:what] -> (adapter, -k selection, check ids that must fail)
 DEFECTS = {
-    "1-http-base64": ("NoBase64", "HttpBase64", [
+    "http-base64": ("NoBase64", "HttpBase64", [
         "Required.HttpBase64.UpdateWeightsFromTensorReqInput.Decodes",
         "Required.HttpBase64.UpdateWeightsFromTensorReqInput.RejectsMalformed"]),
-    "2-missing-unwrap": ("ForgetsUnwrap", "Unwrap", [
+    "missing-unwrap": ("ForgetsUnwrap", "Unwrap", [
         "Required.Unwrap.TokenizedGenerateReqInput.NoWrapperLeft.msgpack"]),
-    "3-narrow-logprobs": ("NarrowLogprobs", "Logprobs and msgpack", [
+    "narrow-logprobs": ("NarrowLogprobs", "Logprobs and msgpack", [
         "Required.Logprobs.BatchTokenIDOutput.NestedNone.prompt.msgpack",
         "Required.Logprobs.BatchStrOutput.NestedNone.mixed_batch.msgpack"]),
-    "4-trace-lost": ("DropsTraceUnderMsgpack", "Trace", [
+    "trace-lost": ("DropsTraceUnderMsgpack", "Trace", [
         "Required.Trace.TokenizedGenerateReqInput.ContextSurvivesForwarding.msgpack"]),
-    "5-top-level-str": ("NoTopLevelStr", "Primitive", ["Required.Primitive.str.TopLevel.msgpack"]),
-    "6-pickle-sink": ("UnpicklesWireBytes", "Security", [
+    "top-level-primitive": ("NoTopLevelStr", "Primitive", ["Required.Primitive.str.TopLevel.msgpack"]),
+    "pickle-sink": ("UnpicklesWireBytes", "Security", [
         "Required.Security.top_level.NoPickleFromUntrustedPeer",
         "Required.Security.field.NoPickleFromUntrustedPeer"]),
-    "7a-tensor-dtype": ("UpcastsBfloat16", "Tensor", ["Required.Tensor.bfloat16.Exact.msgpack"]),
-    "7b-requires-grad": ("KeepsRequiresGradUnderPickle", "Tensor", [
+    "tensor-fidelity:dtype": ("UpcastsBfloat16", "Tensor", ["Required.Tensor.bfloat16.Exact.msgpack"]),
+    "tensor-fidelity:requires-grad": ("KeepsRequiresGradUnderPickle", "Tensor", [
         "Required.Tensor.requires_grad.Exact.pickle", "Required.Tensor.requires_grad.SameOnBothTransports"]),
-    "8-discovery": ("NoLateSubclasses", "LateGrandchild", ["Required.Catalogue.All.LateGrandchildDecodes"]),
-    "9-narrow-rid": ("NarrowRids", "BatchTokenIDOutput and (Catalogue or RoundTrip)", [
+    "struct-discovery": ("NoLateSubclasses", "LateGrandchild", ["Required.Catalogue.All.LateGrandchildDecodes"]),
+    "narrow-rid": ("NarrowRids", "BatchTokenIDOutput and (Catalogue or RoundTrip)", [
         "Required.Catalogue.BatchTokenIDOutput.MatchesManifest",
         "Required.RoundTrip.BatchTokenIDOutput.Identical.msgpack.typical"]),
-    "10-msgpack-changes-values": ("UntypedDecode", "RoundTrip and msgpack", [
+    "msgpack-changes-values": ("UntypedDecode", "RoundTrip and msgpack", [
         "Required.RoundTrip.ProfileReq.Identical.msgpack.typical",  # an enum arrives as its value
         "Required.RoundTrip.TokenizedGenerateReqInput.Identical.msgpack.typical"]),
-    "11-buffer-reuse": ("UnsafeZeroCopy", "ZeroCopy", ["Required.ZeroCopy.msgpack.BufferReuseSafe"]),
-    "12-field-inserted": ("ReorderedFields", "(FlushCacheReqInput or BatchTokenIDOutput) and "
+    "buffer-reuse": ("UnsafeZeroCopy", "ZeroCopy", ["Required.ZeroCopy.msgpack.BufferReuseSafe"]),
+    "field-inserted": ("ReorderedFields", "(FlushCacheReqInput or BatchTokenIDOutput) and "
                           "(Catalogue or Golden)", [
         "Required.Catalogue.FlushCacheReqInput.MatchesManifest",
         "Required.Catalogue.BatchTokenIDOutput.MatchesManifest",

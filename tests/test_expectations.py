@@ -16,7 +16,7 @@ Required.Primitive.str.TopLevel.msgpack | TypeError: Cannot serialize  # str ref
 Required.Generated.X.RoundTrip.pickle  # no prefix
 cause: fp8 tensors cannot cross pickle | has no attribute 'dtype' | Required.Tensor.float8_*.Exact.pickle Required.Generated.*.pickle
 cause: 0-d ndarray gets shape (1,) | re:at \\$\\.\\w+\\[\\d+\\]: ndarray shape \\(1,\\) != \\(\\)|\\(\\) != \\(1,\\) | Required.RoundTrip.B.Identical.msgpack.edge
-cause: issue #4 text | wrote '#' here | Required.X.*
+cause: reducer #4 text | wrote '#' here | Required.X.*
 """
 
 
@@ -27,7 +27,7 @@ def test_parse_both_line_kinds():
     fp8, zero_d, hashed = parsed.causes
     assert fp8.globs == ("Required.Tensor.float8_*.Exact.pickle", "Required.Generated.*.pickle")
     assert zero_d.message.startswith("re:") and "|" in zero_d.message  # a '|' in a regex stays in it
-    assert hashed.cause == "issue #4 text" and hashed.message == "wrote '#' here"  # '#' is no comment there
+    assert hashed.cause == "reducer #4 text" and hashed.message == "wrote '#' here"  # '#' is no comment there
 
 
 def test_a_cause_explains_matching_checks_by_the_first_line_only():

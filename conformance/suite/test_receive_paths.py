@@ -1,4 +1,4 @@
-"""Real receive paths (SPEC R-PW-3, R-DP-2, R-DP-3; defect class 2).
+"""Real receive paths (SPEC R-PW-3, R-DP-2, R-DP-3; defect class: missing-unwrap).
 
 A message sent through the implementation's own data-parallel controller (receive, unwrap,
 dispatch), through a scheduler rank's receive path after the controller's broadcast, and back

@@ -82,7 +82,7 @@ _GRACE_S = 0.5
 
 @check("ZeroCopy", per=("transport",), name="BufferReuseSafe")
 def test_buffer_reuse_after_zero_copy_send(ipc, transport, late_link):
-    """Defect class 11: mutating a tensor right after a zero-copy send returns must not
+    """Defect class: buffer-reuse. Mutating a tensor right after a zero-copy send returns must not
     change what the peer receives ("trailing characters" decode errors in vLLM).
 
     The receiver binds only once the caller has overwritten its tensor (or, for a send that
