@@ -71,7 +71,8 @@ class Catalogue:
         for t in types:
             shadow, names = shadow_of(t)
             if shadow is not None:
-                prefix = ext.array_header(len(t.__struct_fields__) + 1) + msgspec.msgpack.encode(t.__struct_config__.tag)
+                tag = msgspec.msgpack.encode(t.__struct_config__.tag)
+                prefix = ext.array_header(len(t.__struct_fields__) + 1) + tag
                 twin = msgspec.msgpack.Decoder(shadow, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())
                 fast.append((prefix, twin, t, names))
         # Swap everything at once: a failed refresh leaves the previous catalogue intact.
@@ -100,7 +101,7 @@ def array_list_fields(cls: type) -> tuple[str, ...]:
     """Top-level fields of a message type typed List[array] (token ids of a batch)."""
     try:
         return tuple(f.name for f in mi.type_info(cls).fields if _is_array_list(f.type))
-    except Exception:  # a type msgspec.inspect cannot describe: no fast path
+    except Exception:  # noqa: BLE001 - a type msgspec.inspect cannot describe: no fast path
         return ()
 
 
@@ -128,7 +129,7 @@ def shadow_of(cls: type) -> tuple[Optional[type], tuple[str, ...]]:
             cls.__name__, fields, module=__name__, tag=c.tag, tag_field=c.tag_field,
             omit_defaults=c.omit_defaults, forbid_unknown_fields=c.forbid_unknown_fields,
             kw_only=True, array_like=c.array_like, gc=c.gc)
-    except Exception:
+    except Exception:  # noqa: BLE001 - a type that cannot be twinned: no fast path
         return None, ()
     if shadow.__struct_fields__ != cls.__struct_fields__ or not c.array_like:
         return None, ()

@@ -15,7 +15,6 @@ from ._codec_catalogue import catalogue, current_frames
 from ._codec_fast import encoder, pickle_dumps
 from .errors import WireError
 
-
 STR_MARKERS = frozenset(range(0xA0, 0xC0)) | {0xD9, 0xDA, 0xDB}
 
 
@@ -51,8 +50,8 @@ def encode_error(obj: Any, transport: str, exc: Exception) -> WireError:
         return WireError(transport, exc.reason, struct=type(obj).__name__, path=_locate_failure(obj, transport) or "",
                          direction="encode")
     path = _locate_failure(obj, transport)
-    return WireError(transport, f"{type(exc).__name__}: {exc}", struct=type(obj).__name__ if isinstance(obj, msgspec.Struct) else None,
-                     path=path or "", direction="encode")
+    struct = type(obj).__name__ if isinstance(obj, msgspec.Struct) else None
+    return WireError(transport, f"{type(exc).__name__}: {exc}", struct=struct, path=path or "", direction="encode")
 
 
 def _locate_failure(obj: Any, transport: str, path: str = "") -> Optional[str]:
@@ -68,7 +67,7 @@ def _locate_failure(obj: Any, transport: str, path: str = "") -> Optional[str]:
     for suffix, child in children:
         try:
             enc(child)
-        except Exception:
+        except Exception:  # noqa: BLE001 - any failure of the child's encode: that is the place
             return _locate_failure(child, transport, path + suffix) or path + suffix
     return None
 
@@ -164,7 +163,7 @@ def _unknown_tag(exc: Exception) -> bool:
 def _peek_struct(data: Any) -> tuple[Optional[str], Optional[type]]:
     try:
         head = msgspec.msgpack.decode(data, ext_hook=lambda code, raw: None)
-    except Exception:
+    except Exception:  # noqa: BLE001 - no tag to peek at; the caller reports the error it has
         return None, None
     if isinstance(head, list) and head and isinstance(head[0], str):
         return head[0], catalogue.by_tag.get(head[0])

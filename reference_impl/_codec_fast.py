@@ -26,7 +26,6 @@ import torch
 from . import ext
 from ._codec_limits import ARRAY_LIST_MIN, SPLICE_THRESHOLD
 
-
 # torch (2.13, 2.14) cannot unpickle float8 tensors ("UntypedStorage has no attribute
 # dtype"): the reference pickles them through the same layout as the msgpack ext.
 _PICKLE_AS_BUFFER = {getattr(torch, n) for n in dir(torch) if n.startswith("float8_")
@@ -73,7 +72,7 @@ def _enc_hook(obj: Any) -> Any:
 def _nbytes(obj: Any) -> int:
     try:
         return int(obj.nbytes)
-    except Exception:  # sparse, meta, ...: the plain path deals with it
+    except Exception:  # noqa: BLE001 - sparse, meta, ...: the plain path deals with it
         return 0
 
 

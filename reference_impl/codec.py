@@ -25,12 +25,15 @@ from typing import Any, Iterable, Optional, Sequence, Union
 
 import msgspec
 
-from . import _codec_errors as _errors, ext
+from . import _codec_catalogue as _cat
+from . import _codec_errors as _errors
 from . import _codec_fast as _fast
 from . import _codec_limits as _limits
-from . import _codec_catalogue as _cat
-from ._codec_catalogue import array_list_fields, catalogue as _catalogue
-from ._codec_fast import FrameCollector as _FrameCollector, fast_decode as _fast_decode
+from . import ext
+from ._codec_catalogue import array_list_fields
+from ._codec_catalogue import catalogue as _catalogue
+from ._codec_fast import FrameCollector as _FrameCollector
+from ._codec_fast import fast_decode as _fast_decode
 from ._codec_limits import OOB_THRESHOLD
 from .errors import WireError
 from .io_struct import PickleWrapper
@@ -202,7 +205,7 @@ def encode(obj: Any, transport: Optional[str] = None) -> bytes:
     if transport == "pickle":
         try:
             return _fast.pickle_dumps(obj)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever pickling raises: one WireError
             raise _errors.encode_error(obj, transport, exc) from None
     getter, names = plan
     wrapped = obj
@@ -250,7 +253,7 @@ def decode(
         # The pickle transport is for trusted peers only, by definition (spec: security).
         try:
             obj = pickle.loads(data)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - whatever unpickling raises: one WireError
             raise WireError("pickle", f"{type(exc).__name__}: {exc}") from None
     else:
         catalogue = _catalogue

@@ -157,7 +157,8 @@ def unpack_buffer(data: memoryview, what: str) -> tuple[Any, memoryview]:
     (meta_len,) = _META_LEN.unpack_from(data)
     end = _META_LEN.size + meta_len
     if end > len(data):
-        raise WireError("msgpack", f"{what} extension declares {meta_len} metadata bytes, has {len(data) - _META_LEN.size}")
+        raise WireError("msgpack", f"{what} extension declares {meta_len} metadata bytes, "
+                                   f"has {len(data) - _META_LEN.size}")
     # msgspec <= 0.22 raises UnicodeDecodeError for bad UTF-8 and TypeError for unhashable map keys
     try:
         metadata = _decode_meta(data[_META_LEN.size : end])
@@ -274,7 +275,8 @@ def restore_tensor(metadata: Any, raw: Any) -> torch.Tensor:
     dtype = torch_dtype(dtype_name)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes != len(raw):
-        raise WireError("msgpack", f"tensor of shape {list(shape)} and dtype {dtype_name} needs {nbytes} bytes, got {len(raw)}")
+        raise WireError("msgpack", f"tensor of shape {list(shape)} and dtype {dtype_name} needs {nbytes} bytes, "
+                                   f"got {len(raw)}")
     if nbytes == 0:
         tensor = _empty_tensor(shape, dtype)
     else:
@@ -294,7 +296,7 @@ def _to_device(tensor: torch.Tensor, device: Any) -> torch.Tensor:
         raise WireError("msgpack", f"tensor device {device!r} cannot hold received data")
     try:
         return tensor.to(torch.device(device))
-    except Exception as exc:  # RuntimeError, AssertionError, ModuleNotFoundError ('hpu'), ...: all "not here"
+    except Exception as exc:  # noqa: BLE001 - RuntimeError, AssertionError, ModuleNotFoundError ('hpu'): "not here"
         raise WireError("msgpack", f"tensor device {device!r} is not available here: "
                         f"{type(exc).__name__}: {exc}") from None
 
@@ -310,7 +312,7 @@ def restore_ndarray(metadata: Any, raw: memoryview) -> np.ndarray:
         raise WireError("msgpack", f"ndarray dtype {metadata[1]!r} is not a numpy dtype string")
     try:
         dtype = np.dtype(metadata[1])
-    except Exception:  # TypeError, ValueError, and whatever else numpy's parser raises
+    except Exception:  # noqa: BLE001 - TypeError, ValueError, and whatever else numpy's parser raises
         raise WireError("msgpack", f"ndarray dtype {metadata[1]!r} is not a numpy dtype") from None
     if dtype.hasobject:  # raw bytes reinterpreted as object pointers would be memory-unsafe
         raise WireError("msgpack", f"ndarray dtype {metadata[1]!r} holds Python objects")
@@ -320,7 +322,8 @@ def restore_ndarray(metadata: Any, raw: memoryview) -> np.ndarray:
         raise WireError("msgpack", f"ndarray dtype {metadata[1]!r} has no size")
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes != len(raw):
-        raise WireError("msgpack", f"ndarray of shape {list(shape)} and dtype {dtype.str} needs {nbytes} bytes, got {len(raw)}")
+        raise WireError("msgpack", f"ndarray of shape {list(shape)} and dtype {dtype.str} needs {nbytes} bytes, "
+                                   f"got {len(raw)}")
     try:
         arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
     except (ValueError, TypeError, OverflowError) as exc:
@@ -336,7 +339,8 @@ def restore_array(typecode: Any, raw: memoryview) -> array.array:
         raise WireError("msgpack", f"array typecode {typecode!r} is not an array.array typecode")
     out = array.array(typecode)
     if len(raw) % out.itemsize:
-        raise WireError("msgpack", f"array('{typecode}') payload of {len(raw)} bytes is not a multiple of {out.itemsize}")
+        raise WireError("msgpack", f"array('{typecode}') payload of {len(raw)} bytes is not a multiple of "
+                                   f"{out.itemsize}")
     out.frombytes(raw)
     return out
 
@@ -356,7 +360,8 @@ def buffer_parts(obj: Any) -> Optional[tuple[int, bytes, memoryview]]:
             raise TypeError(f"structured numpy dtype {obj.dtype} cannot travel as msgpack (its fields would be lost)")
         # Not np.ascontiguousarray: it turns a 0-d array into shape (1,).
         arr = obj if obj.flags.c_contiguous else obj.copy(order="C")
-        return EXT_NUMPY_ARRAY, buffer_header([list(arr.shape), arr.dtype.str]), memoryview(arr.reshape(-1).view(np.uint8))
+        raw = memoryview(arr.reshape(-1).view(np.uint8))
+        return EXT_NUMPY_ARRAY, buffer_header([list(arr.shape), arr.dtype.str]), raw
     return None
 
 

@@ -136,7 +136,7 @@ def unwrap_value(wrapper: PickleWrapper, *, allow_pickle: bool, transport: str, 
         data = bytes(wrapper.data)
         check_memo_indices(data)  # memory bombs the C unpickler would fall for
         value = AllowListUnpickler(data, trusted_globals).load()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any refusal or unpickling error: one WireError
         raise WireError(transport, f"PickleWrapper payload refused: {type(exc).__name__}: {exc}", struct=struct,
                         path=path) from None
     if _log_objects():

@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import torch
 
+from conformance.cli import main as cli_main
+from reference_impl import _codec_catalogue, _codec_fast, _codec_limits, codec, ext
+from reference_impl import io_struct as S  # noqa: N812 - S for the structs module reads like the test_codec tests it mirrors
+from reference_impl.errors import WireError
 from reference_tools.bench import codec_bench as cb
 from reference_tools.bench import serve_bench as sb
 from reference_tools.bench.cli import parse_size
 from reference_tools.bench.timing import Stat, bootstrap_ratio, interleaved, paired_ratios, percentile
-from conformance.cli import main as cli_main
-from reference_impl import _codec_catalogue, _codec_fast, _codec_limits, codec, ext
-from reference_impl import io_struct as S
-from reference_impl.errors import WireError
 
 
 # -- statistics -----------------------------------------------------------------------------

@@ -79,8 +79,8 @@ async def first_item(agen: AsyncIterator[Any]) -> Any:
 
 async def collect(agen: AsyncIterator[Any]) -> Any:
     last = None
-    async for last in agen:
-        pass
+    async for item in agen:
+        last = item
     return last
 
 

@@ -69,7 +69,8 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
                                f"{tm.context_length}", param="max_tokens")
         return max_tokens
 
-    def spec(ids: list[int], text: Optional[str], params: Any, *, stream: bool, logprobs: Optional[int]) -> GenerateSpec:
+    def spec(ids: list[int], text: Optional[str], params: Any, *, stream: bool,
+             logprobs: Optional[int]) -> GenerateSpec:
         return GenerateSpec(input_ids=ids, input_text=text, sampling_params=params, stream=stream,
                             return_logprob=logprobs is not None, logprob_start_len=-1,
                             top_logprobs_num=logprobs or 0, return_text_in_logprobs=True)
@@ -86,7 +87,7 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
             return None
         tokens, lps, tops, offsets = [], [], [], []
         top_rows = meta.get("output_top_logprobs")
-        for i, (lp, tid, text) in enumerate(meta["output_token_logprobs"][start:], start):
+        for i, (lp, _tid, text) in enumerate(meta["output_token_logprobs"][start:], start):
             tokens.append(text)
             lps.append(lp)
             offsets.append(text_offset)

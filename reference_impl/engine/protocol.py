@@ -243,7 +243,8 @@ def inputs_of(text: Any, input_ids: Any, tokenizer: Any) -> tuple[list[tuple[lis
     return [(list(r), None) for r in rows], batch, "input_ids"
 
 
-def generate_specs(req: GenerateRequest, tokenizer: Any, vocab_size: int, context_length: int) -> tuple[list[GenerateSpec], bool]:
+def generate_specs(req: GenerateRequest, tokenizer: Any, vocab_size: int,
+                   context_length: int) -> tuple[list[GenerateSpec], bool]:
     items, is_batch, name = inputs_of(req.text, req.input_ids, tokenizer)
     n = len(items)
     if is_batch and req.stream:
@@ -267,7 +268,8 @@ def generate_specs(req: GenerateRequest, tokenizer: Any, vocab_size: int, contex
             raise RequestError(f"{where}: {len(ids)} tokens leave no room in the context of {context_length}",
                                param=where)
         if params.max_new_tokens is not None and len(ids) + params.max_new_tokens > context_length:
-            raise RequestError(f"sampling_params.max_new_tokens: {len(ids)} prompt + {params.max_new_tokens} new tokens "
+            raise RequestError(f"sampling_params.max_new_tokens: {len(ids)} prompt + {params.max_new_tokens} "
+                               "new tokens "
                                f"exceed the context length {context_length}", param="sampling_params.max_new_tokens")
         if req.logprob_start_len < -1:
             raise RequestError("logprob_start_len: must be >= -1", param="logprob_start_len")
@@ -281,7 +283,8 @@ def generate_specs(req: GenerateRequest, tokenizer: Any, vocab_size: int, contex
     return specs, is_batch
 
 
-def encode_specs(req: EncodeRequest, tokenizer: Any, vocab_size: int, context_length: int) -> tuple[list[EncodeSpec], bool]:
+def encode_specs(req: EncodeRequest, tokenizer: Any, vocab_size: int,
+                 context_length: int) -> tuple[list[EncodeSpec], bool]:
     items, is_batch, name = inputs_of(req.text, req.input_ids, tokenizer)
     rids = _batch(req.rid, len(items), "rid") if is_batch else [_single_rid(req.rid)]
     if is_batch and req.rid is not None and len(set(rids)) != len(rids):
@@ -302,7 +305,8 @@ def encode_specs(req: EncodeRequest, tokenizer: Any, vocab_size: int, context_le
 _update_adapter = TypeAdapter(UpdateWeightsFromTensorReqInput)
 
 
-def update_weights_request(body: bytes, parameter_shapes: dict[str, tuple[int, ...]]) -> UpdateWeightsFromTensorReqInput:
+def update_weights_request(body: bytes,
+                           parameter_shapes: dict[str, tuple[int, ...]]) -> UpdateWeightsFromTensorReqInput:
     """Validate the JSON (base64 bytes decoded by the pydantic bridge) and the tensors it carries."""
     from .weights import check_named_tensors, load_named_tensors
 

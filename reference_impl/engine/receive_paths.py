@@ -75,7 +75,8 @@ class ReceivePathRig(_Rig):
         self.errors: Any = None
         self.tokenizer: Any = None
         try:
-            self.schedulers = [scheduler_receiver(self.ctx, self.config, self.ipc, rank, Tap(None, scheduler_name(rank)))
+            self.schedulers = [scheduler_receiver(self.ctx, self.config, self.ipc, rank,
+                                                  Tap(None, scheduler_name(rank)))
                                for rank in range(dp_size)]
             self.errors = Receiver(self.ctx, self.ipc.tokenizer_manager, link="tokenizer_manager<-engine",
                                    transport=transport, tap=Tap(None, TOKENIZER_MANAGER))
@@ -103,8 +104,8 @@ class ReceivePathRig(_Rig):
             what = (f"it answered {', '.join(_abort_message(e) for e in errors)}" if errors
                     else f"{len(forwarded)} of {want} scheduler rank(s) received it")
             left = find_wrappers(handed_on)
-            raise ReceivePathError(f"the controller did not dispatch {type(got).__name__}: {what}"
-                                   + (f"; its receive path handed on PickleWrapper at {', '.join(left)}" if left else ""))
+            leftover = f"; its receive path handed on PickleWrapper at {', '.join(left)}" if left else ""
+            raise ReceivePathError(f"the controller did not dispatch {type(got).__name__}: {what}{leftover}")
         return handed_on
 
     def unroutable(self, obj: Any) -> Any:

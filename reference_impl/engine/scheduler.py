@@ -498,8 +498,9 @@ class Scheduler:
     # -- control --------------------------------------------------------------------
     def flush_cache(self, obj: FlushCacheReqInput) -> FlushCacheReqOutput:
         if self.running or self.waiting:
+            in_flight = len(self.running) + len(self.waiting)
             return FlushCacheReqOutput(rid=obj.rid, success=False,
-                                       message=f"{self.name}: {len(self.running) + len(self.waiting)} requests in flight")
+                                       message=f"{self.name}: {in_flight} requests in flight")
         if self.cache is not None:
             self.cache.clear()
         return FlushCacheReqOutput(rid=obj.rid, success=True, message=f"{self.name}: cache flushed")

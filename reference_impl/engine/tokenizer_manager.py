@@ -91,7 +91,8 @@ class _Pending:
     replies: list = field(default_factory=list)
 
 
-def tokenizer_manager_receiver(ctx: zmq.asyncio.Context, config: EngineConfig, ipc: IpcNames, tap: Tap) -> AsyncReceiver:
+def tokenizer_manager_receiver(ctx: zmq.asyncio.Context, config: EngineConfig, ipc: IpcNames,
+                               tap: Tap) -> AsyncReceiver:
     """The tokenizer manager's receive path (outputs of the detokenizer, errors of the controller
     and the schedulers): decode, then this process's unwrap (EngineConfig.debug_skip_unwrap can
     name the tokenizer manager)."""
@@ -137,7 +138,7 @@ class TokenizerManager:
         for task in self._tasks:
             try:
                 await task
-            except (asyncio.CancelledError, Exception):
+            except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down: its error no longer matters
                 pass
         self._fail_all(EngineError("the server is shutting down", 503))
         self.receiver.close()

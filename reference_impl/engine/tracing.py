@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Sequence
 
 import msgspec
-
 from opentelemetry import trace as trace_api
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider

@@ -70,7 +70,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="reference, sglang or reference,sglang (default auto: both when SGLang is installed)")
     c.add_argument("--payload", action="append", default=[],
                    help="only payloads whose name contains this text (repeatable), e.g. 'x1024' or 'tensor'")
-    c.add_argument("--reps", type=int, default=15, help="timed repetitions per case (default 15; large payloads a third)")
+    c.add_argument("--reps", type=int, default=15,
+                   help="timed repetitions per case (default 15; large payloads a third)")
     c.add_argument("--min-time", type=float, default=0.004,
                    help="seconds per timed batch of calls, small payloads (default 0.004)")
     c.add_argument("--max-tensor-bytes", type=parse_size, default=None,

@@ -35,7 +35,7 @@ def top_costs(path: Path, top: int) -> tuple[float, float, list[tuple[str, float
     stats = pstats.Stats(str(path))
     rows = []
     busy = idle = 0.0
-    for func, (cc, nc, tt, ct, callers) in stats.stats.items():  # type: ignore[attr-defined]
+    for func, (_cc, nc, tt, _ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
         if any(word in func[2] for word in IDLE):
             idle += tt
             continue

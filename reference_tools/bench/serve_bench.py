@@ -536,7 +536,8 @@ def _table(report: dict) -> tuple[list[str], list[list[str]]]:
         out = [fn(lv["transports"][t]) for lv in levels for t in transports]
         return out + [ratio(lv["ratios"]) for lv in levels if "ratios" in lv]
 
-    rows.append(["completed / failed (all rounds)"] + cells(lambda m: f"{m['completed']} / {m['failed']}", lambda r: ""))
+    rows.append(["completed / failed (all rounds)"]
+                + cells(lambda m: f"{m['completed']} / {m['failed']}", lambda r: ""))
     for label, key in _ROWS[1:]:
         rows.append([label] + cells(lambda m, k=key: f"{m[k]:,.1f}",
                                     lambda r, k=key: _ci_cell(r.get(k))))
@@ -547,7 +548,8 @@ def _table(report: dict) -> tuple[list[str], list[list[str]]]:
             lambda m, p=proc: f"{m.get('cpu_ms_per_request', {}).get(p, math.nan):,.2f}", lambda r: ""))
     if procs:
         rows.append(["CPU ms per request: engine, all processes"] + cells(
-            lambda m: f"{sum(m.get('cpu_ms_per_request', {}).values()):,.2f}", lambda r: _ci_cell(r.get("engine_cpu_ms"))))
+            lambda m: f"{sum(m.get('cpu_ms_per_request', {}).values()):,.2f}",
+            lambda r: _ci_cell(r.get("engine_cpu_ms"))))
     for metric, label in (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "end-to-end latency")):
         for stat in ("mean", "median", "p90", "p99"):
             rows.append([f"{label} {stat} (ms)"] + cells(

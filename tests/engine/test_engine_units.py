@@ -315,7 +315,6 @@ def test_server_arguments():
 def test_wire_checks_report_bad_records():
     """The e2e checks themselves: undecodable bytes, a non-struct message, a leftover wrapper."""
     from reference_impl.engine.tap import TapRecord
-
     from reference_tools.e2e.checks import leftover_wrapper_failures, wire_failures
 
     def rec(frames: list, delivered: str = "int", leftovers: tuple = ()) -> TapRecord:
