@@ -52,12 +52,21 @@ def pid_alive(pid: int) -> bool:
 
 @dataclass
 class ServerProcess:
+    """One reference server in its own session: the E2E runs (tap and trace on) and the
+    reliability tests (tap and trace off unless asked: they cost time under load) start it."""
+
     workdir: Path
-    transport: str
+    transport: str = "msgpack"
     dp_size: int = 1
     extra_args: tuple[str, ...] = ()
     use_cli: bool = False
     env: dict = field(default_factory=dict)
+    tap: bool = True
+    trace: bool = True
+    #: --request-timeout of the server (None: the server's own default)
+    request_timeout_s: Optional[float] = 60.0
+    log_level: Optional[str] = None
+    start_timeout_s: float = START_TIMEOUT_S
     port: int = field(default_factory=free_port)
     proc: Optional[subprocess.Popen] = None
     info: dict = field(default_factory=dict)
@@ -78,11 +87,21 @@ class ServerProcess:
     def log_path(self) -> Path:
         return self.workdir / "server.log"
 
+    @property
+    def pids(self) -> dict[str, int]:
+        """The server and every engine process it reported, by name."""
+        out = {"server": self.proc.pid} if self.proc else {}
+        out.update(self.info.get("pids", {}))
+        return out
+
     def command(self) -> list[str]:
         head = [CLI, "serve"] if self.use_cli else [PYTHON, "-m", "reference_impl.server"]
         return head + ["--port", str(self.port), "--device", "cpu", "--dp-size", str(self.dp_size),
-                       "--ipc-transport", self.transport, "--tap-dir", str(self.tap_dir),
-                       "--trace-dir", str(self.trace_dir), "--request-timeout", "60", *self.extra_args]
+                       "--ipc-transport", self.transport,
+                       *(["--tap-dir", str(self.tap_dir)] if self.tap else []),
+                       *(["--trace-dir", str(self.trace_dir)] if self.trace else []),
+                       *(["--request-timeout", f"{self.request_timeout_s:g}"] if self.request_timeout_s else []),
+                       *(["--log-level", self.log_level] if self.log_level else []), *self.extra_args]
 
     def start(self) -> "ServerProcess":
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -91,19 +110,25 @@ class ServerProcess:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(self.command(), stdout=self._log, stderr=subprocess.STDOUT, env=env,
                                      start_new_session=True)
-        deadline = time.monotonic() + START_TIMEOUT_S
+        deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited with {self.proc.returncode} during startup:\n{self.log_tail()}")
             try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    self.info = httpx.get(self.url + "/get_server_info", timeout=5).json()
+                if self.health(timeout=2).status_code == 200:
+                    self.info = self.server_info()
                     return self
             except httpx.HTTPError:
                 pass
             time.sleep(0.2)
         self.kill()
-        raise RuntimeError(f"server not healthy within {START_TIMEOUT_S:.0f} s:\n{self.log_tail()}")
+        raise RuntimeError(f"server not healthy within {self.start_timeout_s:.0f} s:\n{self.log_tail()}")
+
+    def health(self, timeout: float = 5.0) -> httpx.Response:
+        return httpx.get(self.url + "/health", timeout=timeout)
+
+    def server_info(self) -> dict:
+        return httpx.get(self.url + "/get_server_info", timeout=10).json()
 
     def log_text(self) -> str:
         try:
@@ -114,40 +139,56 @@ class ServerProcess:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_text().splitlines()[-lines:])
 
+    def wait_exit(self, timeout: float) -> Optional[int]:
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
     def stop(self, sig: int = signal.SIGTERM) -> dict:
-        """Signal the server, wait; return what was left (must be nothing) and the exit code."""
+        """Signal the server, wait; the exit code, whether it hung, and what was left (must be nothing)."""
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(sig)
-        try:
-            code = self.proc.wait(STOP_TIMEOUT_S)
-            hung = False
-        except subprocess.TimeoutExpired:
-            hung = True
+        code = self.wait_exit(STOP_TIMEOUT_S)
+        hung = code is None
+        if hung:
             self.kill()
             code = self.proc.returncode
         self._log.close()
-        children = self.info.get("pids", {})
+        return {"exit_code": code, "hung": hung, **self.leftovers()}
+
+    def leftovers(self) -> dict:
+        """Engine processes still alive and the IPC directory still on disk (both must be none);
+        then removes whatever was left, so a failing check leaves no litter either."""
         time.sleep(0.2)
-        alive = {name: pid for name, pid in children.items() if pid_alive(pid)}
-        for pid in alive.values():  # never leave them behind, even when the check fails
+        alive = {name: pid for name, pid in self.pids.items() if pid_alive(pid)}
+        for pid in alive.values():
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         ipc_dir = self.info.get("ipc_dir")
         left = bool(ipc_dir and Path(ipc_dir).exists())
-        if left:  # reported, then removed: a failing check leaves no litter either
+        if left:
             shutil.rmtree(ipc_dir, ignore_errors=True)
-        return {"exit_code": code, "hung": hung, "orphans": alive, "ipc_dir_left": left}
+        return {"orphans": alive, "ipc_dir_left": left}
 
     def kill(self) -> None:
+        """The whole process group and every engine process, at once; the IPC directory removed."""
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
             self.proc.wait(10)
+        for pid in self.info.get("pids", {}).values():
+            if pid_alive(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
         if self.info.get("ipc_dir"):
             shutil.rmtree(self.info["ipc_dir"], ignore_errors=True)
 

@@ -1,19 +1,13 @@
 """A reference server in a subprocess, for the reliability tests: start, load, break, stop, count leftovers.
 
-Smaller than reference_tools.e2e's harness on purpose: no tap or tracing unless asked (they
-cost time under load), and the numbers these tests need - resident memory of every
-process, the child pids, what is left after a stop - in one place.
+The E2E harness's ServerProcess with this group's defaults (no tap or tracing unless asked:
+they cost time under load) and the resident memory of every process; many requests at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,10 +15,7 @@ from typing import Any, Optional
 
 import httpx
 
-from reference_tools.e2e.harness import free_port, pid_alive
-
-START_TIMEOUT_S = 120.0
-STOP_TIMEOUT_S = 20.0
+from reference_tools.e2e.harness import ServerProcess
 
 
 def rss_bytes(pid: int) -> int:
@@ -38,128 +29,24 @@ def rss_bytes(pid: int) -> int:
 
 
 @dataclass
-class Server:
-    workdir: Path
-    transport: str = "msgpack"
-    dp_size: int = 1
-    args: tuple[str, ...] = ()
+class Server(ServerProcess):
+    """The E2E harness's server with the reliability group's defaults: tap and trace off unless
+    asked, the server's own request timeout, quiet logs, a longer start under load, and the
+    resident memory of every process."""
+
     tap: bool = False
-    port: int = field(default_factory=free_port)
-    proc: Optional[subprocess.Popen] = None
-    info: dict = field(default_factory=dict)
+    trace: bool = False
+    request_timeout_s: Optional[float] = None
+    start_timeout_s: float = 120.0
+    log_level: Optional[str] = "warning"
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    @property
-    def tap_dir(self) -> Path:
-        return self.workdir / "tap"
-
-    @property
-    def log_path(self) -> Path:
-        return self.workdir / "server.log"
-
-    def start(self, model_cache: Path) -> "Server":
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "reference_impl.server", "--port", str(self.port), "--device", "cpu",
-               "--dp-size", str(self.dp_size), "--ipc-transport", self.transport, "--log-level", "warning",
-               *(["--tap-dir", str(self.tap_dir)] if self.tap else []), *self.args]
-        env = {**os.environ, "IPC_ENGINE_CACHE": str(model_cache)}
-        env.pop("IPC_TRANSPORT", None)
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode} during startup:\n{self.log_tail()}")
-            try:
-                if httpx.get(self.url + "/health", timeout=2).status_code == 200:
-                    self.info = httpx.get(self.url + "/get_server_info", timeout=5).json()
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.kill()
-        raise RuntimeError(f"server not healthy within {START_TIMEOUT_S:.0f} s:\n{self.log_tail()}")
-
-    # -- numbers ---------------------------------------------------------------------------
-    @property
-    def pids(self) -> dict[str, int]:
-        out = {"server": self.proc.pid} if self.proc else {}
-        out.update(self.info.get("pids", {}))
-        return out
+    def start(self, model_cache: Path) -> "Server":  # type: ignore[override]
+        self.env = {**self.env, "IPC_ENGINE_CACHE": str(model_cache)}
+        super().start()
+        return self
 
     def rss(self) -> dict[str, int]:
         return {name: rss_bytes(pid) for name, pid in self.pids.items()}
-
-    def server_info(self) -> dict:
-        return httpx.get(self.url + "/get_server_info", timeout=10).json()
-
-    def health(self, timeout: float = 5.0) -> httpx.Response:
-        return httpx.get(self.url + "/health", timeout=timeout)
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(errors="replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, lines: int = 40) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
-
-    # -- the end ---------------------------------------------------------------------------
-    def leftovers(self) -> dict:
-        """Processes still alive and the IPC directory still on disk (both must be none); then
-        removes whatever was left, so a failing check leaves no litter either."""
-        time.sleep(0.2)
-        alive = {name: pid for name, pid in self.pids.items() if pid_alive(pid)}
-        for pid in alive.values():
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        ipc_dir = self.info.get("ipc_dir")
-        left = bool(ipc_dir and Path(ipc_dir).exists())
-        if left:
-            shutil.rmtree(ipc_dir, ignore_errors=True)
-        return {"orphans": alive, "ipc_dir_left": left}
-
-    def wait_exit(self, timeout: float) -> Optional[int]:
-        assert self.proc is not None
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
-    def stop(self, sig: int = signal.SIGTERM) -> dict:
-        """Signal the server and wait; the exit code, whether it hung, and the leftovers."""
-        assert self.proc is not None
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-        code = self.wait_exit(STOP_TIMEOUT_S)
-        hung = code is None
-        if hung:
-            self.kill()
-            code = self.proc.returncode
-        self._log.close()
-        return {"exit_code": code, "hung": hung, **self.leftovers()}
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.proc.wait(10)
-        for pid in self.info.get("pids", {}).values():
-            if pid_alive(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        if self.info.get("ipc_dir"):
-            shutil.rmtree(self.info["ipc_dir"], ignore_errors=True)
 
 
 # -- many requests at once -----------------------------------------------------------------------

@@ -19,7 +19,9 @@ import time
 import httpx
 import pytest
 
-from .server import Outcome, Server, async_client, generate, pid_alive
+from reference_tools.e2e.harness import pid_alive
+
+from .server import Outcome, Server, async_client, generate
 
 pytestmark = pytest.mark.reliability
 TEST_TIMEOUT_S = 180
@@ -85,7 +87,7 @@ def server_factory(tmp_path, model_cache):
 
     def make(dp_size: int = 1, args: tuple[str, ...] = ()) -> Server:
         server = Server(tmp_path / f"server-{len(started)}", dp_size=dp_size,
-                        args=("--max-running-requests", "64", *args))
+                        extra_args=("--max-running-requests", "64", *args))
         started.append(server)
         return server.start(model_cache)
 

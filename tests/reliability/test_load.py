@@ -33,7 +33,7 @@ RESULTS: dict = {}  # transport -> numbers, printed at the end (docs/reliability
 @pytest.fixture(scope="module", params=["msgpack", "pickle"])
 def loaded_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, model_cache):
     server = Server(tmp_path_factory.mktemp(f"load-{request.param}"), transport=request.param,
-                    args=("--max-running-requests", "32"))
+                    extra_args=("--max-running-requests", "32"))
     server.start(model_cache)
     try:
         yield server

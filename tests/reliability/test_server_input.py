@@ -37,7 +37,7 @@ LONG = 480
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, model_cache):
-    s = Server(tmp_path_factory.mktemp("input"), tap=True, args=("--max-request-bytes", str(MAX_BODY)))
+    s = Server(tmp_path_factory.mktemp("input"), tap=True, extra_args=("--max-request-bytes", str(MAX_BODY)))
     s.start(model_cache)
     try:
         yield s
