@@ -180,6 +180,19 @@ def test_bench_serve_command_both_transports(tmp_path, capsys):
     assert "bootstrap interval over 2 rounds" in out
 
 
+def test_bench_serve_without_streaming(tmp_path, capsys):
+    """--no-stream: each request gets one JSON answer; tokens are counted from it, no TTFT or ITL."""
+    path = tmp_path / "serve.json"
+    code = cli_main(["bench", "serve", "--preset", "ipc", "--no-stream", "--transport", "msgpack",
+                     "--concurrency", "2", "--num-prompts", "4", "--output-len", "3", "--rounds", "1",
+                     "--warmup", "1", "--json", str(path), "--quiet"])
+    assert code == 0, capsys.readouterr().out
+    (level,) = json.loads(path.read_text())["levels"]
+    got = level["transports"]["msgpack"]
+    assert got["failed"] == 0 and got["completed"] == 4 and got["output_throughput"] > 0
+    assert math.isnan(got["ttft_ms"]["median"]) and got["e2e_ms"]["median"] > 0
+
+
 def test_bootstrap_verdicts_and_rounds_needed():
     faster = bootstrap_ratio([1.2, 1.25, 1.18, 1.22, 1.21])
     assert faster.verdict == "msgpack faster" and 1.0 < faster.lo <= faster.center <= faster.hi

@@ -81,6 +81,7 @@ class Settings:
     device: str = "cpu"
     dp_size: int = 1
     skip_forward: bool = False  # serve with --skip-forward (the ipc preset)
+    stream: bool = True  # requests stream their tokens (SSE); False: one JSON answer per request
     max_running_requests: Optional[int] = None  # None: each level's concurrency
     context_length: Optional[int] = None  # None: input + output (the built-in model), the model's own otherwise
     port: int = 0  # 0: free ports
@@ -97,6 +98,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "(concurrency 1024, 4096 requests, input 1024, output 200)")
     p.add_argument("--skip-forward", action="store_true", default=None,
                    help="start the servers with --skip-forward (no forward pass; the ipc preset does)")
+    p.add_argument("--no-stream", dest="stream", action="store_false", default=None,
+                   help="requests ask for one JSON answer instead of a token stream (no TTFT/ITL): the "
+                        "tokenizer manager then does no per-token HTTP work")
     p.add_argument("--url", action="append", default=[],
                    help="benchmark a running server instead of starting one (repeatable: one per transport; "
                         "the transport is read from its /get_server_info)")
@@ -142,7 +146,7 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     s = Settings(preset=args.preset, **base)
     for name in ("concurrency", "num_prompts", "input_len", "output_len", "request_rate", "rounds", "warmup",
                  "seed", "model", "device", "dp_size", "max_running_requests", "context_length", "port",
-                 "skip_forward", "profile_dir"):
+                 "skip_forward", "stream", "profile_dir"):
         value = getattr(args, name, None)
         if value is not None:
             setattr(s, name, value)
@@ -285,14 +289,16 @@ def make_prompts(n: int, input_len: int, seed: int, vocab: int = 256) -> list[li
     return [[rnd.randrange(vocab) for _ in range(input_len)] for _ in range(n)]
 
 
-async def _one(client: Any, url: str, ids: list[int], output_len: int) -> RequestResult:
-    body = {"input_ids": ids, "stream": True,
+async def _one(client: Any, url: str, ids: list[int], output_len: int, stream: bool = True) -> RequestResult:
+    body = {"input_ids": ids, "stream": stream,
             "sampling_params": {"max_new_tokens": output_len, "ignore_eos": True, "temperature": 0.0}}
     res = RequestResult(ok=False, prompt_len=len(ids))
     start = time.perf_counter()
     last = start
     tokens = 0
     try:
+        if not stream:
+            return await _one_answer(client, url, body, res, start, output_len)
         async with client.stream("POST", url + "/generate", json=body) as resp:
             if resp.status_code != 200:
                 res.error = f"HTTP {resp.status_code}: {(await resp.aread())[:200]!r}"
@@ -327,8 +333,23 @@ async def _one(client: Any, url: str, ids: list[int], output_len: int) -> Reques
     return res
 
 
+async def _one_answer(client: Any, url: str, body: dict, res: RequestResult, start: float,
+                      output_len: int) -> RequestResult:
+    """A request that is not streamed: one JSON answer, so no TTFT or ITL, only its latency."""
+    resp = await client.post(url + "/generate", json=body)
+    if resp.status_code != 200:
+        res.error = f"HTTP {resp.status_code}: {resp.content[:200]!r}"
+        return res
+    res.latency = time.perf_counter() - start
+    res.output_len = resp.json().get("meta_info", {}).get("completion_tokens", 0)
+    res.ok = res.output_len == output_len
+    if not res.ok:
+        res.error = f"{res.output_len} tokens, expected {output_len}"
+    return res
+
+
 async def run_load(url: str, prompts: Sequence[list[int]], output_len: int, request_rate: float,
-                   max_concurrency: int, seed: int) -> tuple[list[RequestResult], float]:
+                   max_concurrency: int, seed: int, stream: bool = True) -> tuple[list[RequestResult], float]:
     import httpx
 
     limits = httpx.Limits(max_connections=max_concurrency + 8, max_keepalive_connections=max_concurrency + 8)
@@ -338,7 +359,7 @@ async def run_load(url: str, prompts: Sequence[list[int]], output_len: int, requ
 
         async def limited(ids: list[int]) -> RequestResult:
             async with sem:
-                return await _one(client, url, ids, output_len)
+                return await _one(client, url, ids, output_len, stream)
 
         tasks = []
         start = time.perf_counter()
@@ -433,7 +454,7 @@ def run(s: Settings, log: Optional[Callable[[str], None]] = None) -> dict:
                 warm = make_prompts(s.warmup, s.input_len, s.seed + 999)
                 for transport in order:
                     asyncio.run(run_load(targets[transport], warm, s.output_len, math.inf,
-                                         min(s.warmup, concurrency), s.seed))
+                                         min(s.warmup, concurrency), s.seed, s.stream))
             prompts = make_prompts(n, s.input_len, s.seed)
             runs: dict[str, list[dict]] = {t: [] for t in order}
             raw: dict[str, list] = {t: [] for t in order}
@@ -442,7 +463,7 @@ def run(s: Settings, log: Optional[Callable[[str], None]] = None) -> dict:
                     say(f"concurrency {concurrency}, round {rnd + 1}/{s.rounds}: {transport}, {n} requests ...")
                     before = cpu_snapshot(pids[transport])
                     results, duration = asyncio.run(run_load(targets[transport], prompts, s.output_len,
-                                                             s.request_rate, concurrency, s.seed + rnd))
+                                                             s.request_rate, concurrency, s.seed + rnd, s.stream))
                     after = cpu_snapshot(pids[transport])
                     run_summary = summarize(results, duration)
                     run_summary["cpu_s"] = {k: after[k] - before[k] for k in after if k in before}
