@@ -259,7 +259,8 @@ def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
     sm.add_argument("--manifest", help="manifest id (default: the one the implementation claims)")
     sm.set_defaults(func=_smoke)
 
-    testee = sub.add_parser("testee", help="tools for cmd: testees").add_subparsers(dest="testee_command", required=True)
+    testee = sub.add_parser("testee", help="tools for cmd: testees").add_subparsers(dest="testee_command",
+                                                                                  required=True)
     rp = testee.add_parser("replay", help="send one saved request (named in a failure message) to a testee "
                                           "and print its answer")
     rp.add_argument("frame", help="the .frame file the failure message names")

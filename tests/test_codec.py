@@ -33,7 +33,7 @@ import torch
 from msgspec.msgpack import Ext
 
 from reference_impl import codec, pickle_wrapper
-from reference_impl import io_struct as S
+from reference_impl import io_struct as S  # noqa: N812 - one letter keeps the struct tables below readable
 from reference_impl.errors import WireError
 from reference_impl.io_struct import PickleWrapper
 
@@ -262,7 +262,8 @@ def test_decoded_tensor_owns_writable_memory():
 def test_view_sends_only_its_own_elements():
     big = torch.arange(10_000, dtype=torch.float32)
     view = big[10:13]
-    ext_value = raw_tree(codec.encode(embedding_output([view])))[field_index(S.BatchEmbeddingOutput, "pooled_hidden_states")][0]
+    tree = raw_tree(codec.encode(embedding_output([view])))
+    ext_value = tree[field_index(S.BatchEmbeddingOutput, "pooled_hidden_states")][0]
     assert len(ext_value.data) < 100  # 12 bytes of data, not the 40 kB storage
 
 
@@ -300,7 +301,8 @@ def test_tensor_ext_exact_bytes():
 
 
 def test_tensor_ext_exact_bytes_0d_and_empty():
-    data = codec.encode(embedding_output([torch.tensor(2.5, dtype=torch.float64), torch.empty(0, 3, dtype=torch.int64)]))
+    data = codec.encode(embedding_output([torch.tensor(2.5, dtype=torch.float64),
+                                          torch.empty(0, 3, dtype=torch.int64)]))
     scalar, empty = raw_tree(data)[-1]
     assert (scalar.code, empty.code) == (2, 2)
     assert scalar.data == ext_payload([[], "float64", "cpu"], struct.pack("<d", 2.5))
@@ -434,7 +436,8 @@ def test_token_ids_round_trip_as_array_q(transport):
 
 def test_array_ext_exact_bytes():
     a = array.array("q", [1, -2, 2**62])
-    ext_value = raw_tree(codec.encode(token_id_output(1, decode_ids=[a])))[field_index(S.BatchTokenIDOutput, "decode_ids")][0]
+    tree = raw_tree(codec.encode(token_id_output(1, decode_ids=[a])))
+    ext_value = tree[field_index(S.BatchTokenIDOutput, "decode_ids")][0]
     assert ext_value.code == 1
     meta = msgspec.msgpack.encode("q")
     assert meta == b"\xa1q"
@@ -451,7 +454,8 @@ def test_unknown_ext_code_survives_decode_and_reencodes_identically(code):
     ])
     got = codec.decode(wire)
     state = got.internal_state
-    for value, payload in [(state["x"], payloads[0]), (state["nested"][0], payloads[1]), (state["nested"][1]["deep"], payloads[2])]:
+    found = [state["x"], state["nested"][0], state["nested"][1]["deep"]]
+    for value, payload in zip(found, payloads):
         assert isinstance(value, Ext)
         assert (value.code, bytes(value.data)) == (code, payload)
     assert codec.encode(got) == wire
@@ -468,7 +472,8 @@ PRIMITIVES = {
     "str-70000": "y" * 70_000,  # str32
     "int-0": 0, "int-1": 1, "int--1": -1, "int-127": 127, "int-128": 128, "int--33": -33,
     "int-2**31": 2**31, "int-max64": 2**63 - 1, "int-min64": -(2**63), "int-maxu64": 2**64 - 1,
-    "float-1.5": 1.5, "float-nan": math.nan, "float-nan-payload": struct.unpack("<d", b"\x01\x00\x00\x00\x00\x00\xf8\x7f")[0],
+    "float-1.5": 1.5, "float-nan": math.nan,
+    "float-nan-payload": struct.unpack("<d", b"\x01\x00\x00\x00\x00\x00\xf8\x7f")[0],
     "float--0.0": -0.0, "float-inf": math.inf, "float--inf": -math.inf, "float-tiny": 5e-324,
     "bool-True": True, "bool-False": False,
     "bytes-empty": b"", "bytes-binary": bytes(range(256)), "bytes-70000": b"\xff" * 70_000,
@@ -519,7 +524,8 @@ def _messages() -> dict:
             weight_versions=[S.WeightVersionSpan(version="v1", start=0, end=5)],
         ),
         "AbortReq-defaults": S.AbortReq(),
-        "RpcReqInput": S.RpcReqInput(rid="x", method="m", parameters={"a": 1, "b": None, "c": 1.5, "d": "s", "e": True}),
+        "RpcReqInput": S.RpcReqInput(rid="x", method="m",
+                                     parameters={"a": 1, "b": None, "c": 1.5, "d": "s", "e": True}),
         "ProfileReq-enum": S.ProfileReq(req_type=S.ProfileReqType.STOP_PROFILE, activities=["CPU"], num_steps=3),
         "BatchEmbeddingOutput": S.BatchEmbeddingOutput(
             rids=["a", "b", "c"], finished_reasons=[None, {"type": "stop", "matched": 2}, None],
@@ -534,8 +540,9 @@ def _messages() -> dict:
         "BatchTokenizedGenerateReqInput": S.BatchTokenizedGenerateReqInput(
             rids=["a", "b"], batch=[generate_req("a"), generate_req("b", input_ids=None, input_text=["x", ["y"]])]),
         "KvMetrics": S.KvMetrics(request_active_slots=3, gpu_cache_usage_perc=0.5),
-        "BatchTokenIDOutput": token_id_output(2, output_token_entropy_val=[None, 0.25],
-                                              weight_versions=[None, [S.WeightVersionSpan(version="v", start=1, end=2)]]),
+        "BatchTokenIDOutput": token_id_output(
+            2, output_token_entropy_val=[None, 0.25],
+            weight_versions=[None, [S.WeightVersionSpan(version="v", start=1, end=2)]]),
     }
 
 
@@ -562,10 +569,12 @@ LOGPROB_CASES = {
     "first-token-none": dict(input_token_logprobs_val=[[None, -0.18, -2.9]], input_token_logprobs_idx=[[None, 11, 12]]),
     "empty-chunk": dict(input_token_logprobs_val=[[]], input_token_logprobs_idx=[[]],
                         output_token_logprobs_val=[[]], output_token_logprobs_idx=[[]]),
-    "top-none-and-lists": dict(output_top_logprobs_val=[[None, [-0.1, -2.0]]], output_top_logprobs_idx=[[None, [5, 6]]]),
+    "top-none-and-lists": dict(output_top_logprobs_val=[[None, [-0.1, -2.0]]],
+                               output_top_logprobs_idx=[[None, [5, 6]]]),
     "all-none": {},
     "minus-inf": dict(output_token_logprobs_val=[[-math.inf, -0.0]]),
-    "token-ids-logprobs": dict(input_token_ids_logprobs_val=[[None, [], [-1.0]]], output_token_ids_logprobs_idx=[[None]]),
+    "token-ids-logprobs": dict(input_token_ids_logprobs_val=[[None, [], [-1.0]]],
+                               output_token_ids_logprobs_idx=[[None]]),
 }
 
 
@@ -933,7 +942,8 @@ def test_untrusted_wrapper_never_reaches_pickle(kind, tmp_path, monkeypatch):
 
     monkeypatch.setattr(pickle, "loads", spy("pickle.loads", pickle.loads))
     monkeypatch.setattr(pickle, "load", spy("pickle.load", pickle.load))
-    monkeypatch.setattr(pickle_wrapper, "AllowListUnpickler", spy("AllowListUnpickler", pickle_wrapper.AllowListUnpickler))
+    monkeypatch.setattr(pickle_wrapper, "AllowListUnpickler",
+                        spy("AllowListUnpickler", pickle_wrapper.AllowListUnpickler))
     for msg in (generate_req(time_stats=evil), evil,
                 S.BatchTokenizedGenerateReqInput(batch=[generate_req(time_stats=evil)])):
         with pytest.raises(WireError, match="not trusted"):
@@ -970,7 +980,8 @@ def _allow_list_bypasses(target: Path) -> dict:
         "dotted-name-under-reference_impl": _stack_global_payload("reference_impl.codec", "os.mkdir", str(target)),
         "dotted-name-under-uuid": _stack_global_payload("uuid", "os.mkdir", str(target)),
         "dotted-name-under-enum": _stack_global_payload("enum", "bltns.open", str(target), "w"),
-        "reference_impl-function-nested-pickle": _stack_global_payload("reference_impl.codec", "decode", inner, "pickle"),
+        "reference_impl-function-nested-pickle": _stack_global_payload("reference_impl.codec", "decode", inner,
+                                                                       "pickle"),
     }
 
 
@@ -1078,7 +1089,8 @@ BAD_TENSORS = {
     "device-unknown": (_tensor_ext([[2], "float32", "nosuchdevice"], b"\0" * 8), "device 'nosuchdevice'"),
 }
 if not torch.cuda.is_available():
-    BAD_TENSORS["device-cuda-absent"] = (_tensor_ext([[2], "float32", "cuda:0"], b"\0" * 8), "device 'cuda:0' is not available")
+    BAD_TENSORS["device-cuda-absent"] = (_tensor_ext([[2], "float32", "cuda:0"], b"\0" * 8),
+                                         "device 'cuda:0' is not available")
 
 
 @pytest.mark.parametrize("where", ["typed", "any"])
@@ -1124,7 +1136,8 @@ def test_bad_ndarray_and_array_ext_refused(case):
     (S.GetInternalStateReqOutput(internal_state={"a": [1, object()]}), ".internal_state['a'][1]", "builtins.object"),
     (S.AbortReq(rid=object()), ".rid", "builtins.object"),
     (S.AbortReq(finished_reason={"x": 2**70}), ".finished_reason['x']", "OverflowError"),
-    (S.GetInternalStateReqOutput(internal_state={"t": torch.zeros(3).to_sparse()}), ".internal_state['t']", "only dense tensors"),
+    (S.GetInternalStateReqOutput(internal_state={"t": torch.zeros(3).to_sparse()}), ".internal_state['t']",
+     "only dense tensors"),
     (S.GetInternalStateReqOutput(internal_state={"n": np.array([object()])}), ".internal_state['n']", "Python objects"),
     (S.BatchTokenizedGenerateReqInput(batch=[generate_req(), generate_req(input_text=object())]),
      ".batch[1].input_text", "builtins.object"),

@@ -143,7 +143,8 @@ def _ndarray(variant: str, seed: int) -> np.ndarray:
     return np.array(-0.0, dtype=np.float64) if seed % 2 else np.zeros((0, 2), dtype=np.int32)
 
 
-def canonical_instances(manifest: Manifest, classes: Mapping[str, type], names: Any = None) -> dict[str, dict[str, Any]]:
+def canonical_instances(manifest: Manifest, classes: Mapping[str, type],
+                        names: Any = None) -> dict[str, dict[str, Any]]:
     """{struct: {variant: instance}} for the messages of the manifest (or the given names)."""
     names = names or [s.name for s in manifest.messages]
     return {n: {v: ValueBuilder(manifest, classes, v).instance(n) for v in VARIANTS} for n in names}

@@ -19,7 +19,8 @@ from typing import Any, Callable, Optional, Union
 
 import msgspec
 
-from conformance.schema.manifest import Manifest, T, parse as parse_type
+from conformance.schema.manifest import Manifest, T
+from conformance.schema.manifest import parse as parse_type
 
 __all__ = ["Item", "FormError", "parse", "write", "form_differences", "unordered_paths", "rewrite", "fits_float32",
            "Float32", "WideInt", "MapPairs", "from_value", "write_value", "read_value", "rewrite_value"]

@@ -14,7 +14,6 @@ import re
 import pytest
 
 from reference_impl.engine.tokenizer import ByteTokenizer
-
 from reference_tools.e2e.checks import (
     leftover_wrapper_failures,
     link_failures,
