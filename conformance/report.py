@@ -22,8 +22,11 @@ def split_id(check_id: str) -> tuple[str, str, str, str]:
     return subject, f"{area}.{name}", ".".join(axes), level
 
 
-def table(records: Iterable[dict[str, Any]]) -> tuple[list[str], list[str], dict[tuple[str, str], list[tuple[str, str]]]]:
-    cells: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
+Cells = dict[tuple[str, str], list[tuple[str, str]]]  # (subject, Area.Name) -> [(axes, outcome)]
+
+
+def table(records: Iterable[dict[str, Any]]) -> tuple[list[str], list[str], Cells]:
+    cells: Cells = defaultdict(list)
     for r in records:
         subject, column, axes, _ = split_id(r["id"])
         cells[subject, column].append((axes, r["outcome"]))

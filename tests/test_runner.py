@@ -73,7 +73,8 @@ def _testee_crashing_on(op: str, folder) -> str:
 
 
 def test_testee_crash_in_a_recommended_check_fails_the_run(tmp_path):
-    proc = run("--impl", _testee_crashing_on("encode", tmp_path), "--report-dir", str(tmp_path), "--", "-k", RECOMMENDED)
+    proc = run("--impl", _testee_crashing_on("encode", tmp_path), "--report-dir", str(tmp_path),
+               "--", "-k", RECOMMENDED)
     lines = proc.stdout.strip().splitlines()
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert lines[-1] == "conformance: 0 passed, 3 failed, 0 skipped", proc.stdout[-2000:]
@@ -91,7 +92,8 @@ def test_testee_crash_in_a_check_that_allows_refusals_fails_it(op, select, check
     # Refusing the message is a right answer there; a testee that dies on it is not.
     proc = run("--impl", _testee_crashing_on(op, tmp_path), "--", "-k", select)
     assert proc.returncode == 1, proc.stdout[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == f"conformance: 0 passed, {checks} failed, 0 skipped", proc.stdout[-2000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last == f"conformance: 0 passed, {checks} failed, 0 skipped", proc.stdout[-2000:]
 
 
 def test_testee_crash_cannot_be_an_expected_failure(tmp_path):
@@ -100,7 +102,8 @@ def test_testee_crash_cannot_be_an_expected_failure(tmp_path):
     proc = run("--impl", "cmd:python -m reference_impl.testee --break crash", "--expectations", str(listed),
                "--", "-k", "AbortReq and Identical and msgpack.typical")
     assert proc.returncode == 1, proc.stdout[-2000:]
-    assert proc.stdout.strip().splitlines()[-2:] == ["expected failures: 0", "conformance: 0 passed, 1 failed, 0 skipped"]
+    assert proc.stdout.strip().splitlines()[-2:] == ["expected failures: 0",
+                                                     "conformance: 0 passed, 1 failed, 0 skipped"]
     run("--impl", "cmd:python -m reference_impl.testee --break crash", "--expectations", str(listed),
         "--fix-expectations", "--", "-k", "AbortReq and Identical and msgpack.typical")
     assert "AbortReq" not in listed.read_text()  # never written into the list either
