@@ -46,3 +46,18 @@ def test_an_unrelated_project_pays_nothing(tmp_path):
 def test_ipc_impl_asks_for_a_run(tmp_path):
     seen = _pytest_in(tmp_path, "--ipc-impl", "reference")
     assert seen["run"]
+
+
+def test_a_suite_module_that_cannot_be_imported_starts_a_failing_run(tmp_path):
+    # No check of it is collected, yet the run must count it (Required.Harness.Collection.Collects).
+    suite = tmp_path / "conformance" / "suite"
+    suite.mkdir(parents=True)
+    (suite / "test_broken.py").write_text("import no_such_module_anywhere\n")
+    (tmp_path / "test_mine.py").write_text("import no_such_module_either\n")  # a user's: no run for it
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_mine.py"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "conformance:" not in proc.stdout, proc.stdout[-2000:]
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "conformance/suite"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0
+    assert "conformance: 0 passed, 1 failed, 0 skipped" in proc.stdout, proc.stdout[-2000:]
