@@ -6,6 +6,7 @@
 - ``checks``: ``@check`` and check ids; helpers the checks share (imported from here).
 - ``verdicts``: a check's outcome after the expected-failure list, its level, harness errors.
 - ``run``: the run object (session, records, reports; merging pytest-xdist workers).
+- ``parallel``: how pytest-xdist shares the checks out (the E2E checks on one worker).
 - ``summary``: the lines printed after a run.
 
 Importing this package imports only the standard library.
