@@ -10,14 +10,17 @@ import pytest
 
 from conformance import expectations
 
-LIST = """\
-# a comment
-Required.Primitive.str.TopLevel.msgpack | TypeError: Cannot serialize  # str refused
-Required.Generated.X.RoundTrip.pickle  # no prefix
-cause: fp8 tensors cannot cross pickle | has no attribute 'dtype' | Required.Tensor.float8_*.Exact.pickle Required.Generated.*.pickle
-cause: 0-d ndarray gets shape (1,) | re:at \\$\\.\\w+\\[\\d+\\]: ndarray shape \\(1,\\) != \\(\\)|\\(\\) != \\(1,\\) | Required.RoundTrip.B.Identical.msgpack.edge
-cause: reducer #4 text | wrote '#' here | Required.X.*
-"""
+LIST = (
+    "# a comment\n"
+    "Required.Primitive.str.TopLevel.msgpack | TypeError: Cannot serialize  # str refused\n"
+    "Required.Generated.X.RoundTrip.pickle  # no prefix\n"
+    "cause: fp8 tensors cannot cross pickle | has no attribute 'dtype' | "
+    "Required.Tensor.float8_*.Exact.pickle Required.Generated.*.pickle\n"
+    "cause: 0-d ndarray gets shape (1,) | re:at \\$\\.\\w+\\[\\d+\\]: "
+    "ndarray shape \\(1,\\) != \\(\\)|\\(\\) != \\(1,\\) | "
+    "Required.RoundTrip.B.Identical.msgpack.edge\n"
+    "cause: reducer #4 text | wrote '#' here | Required.X.*\n"
+)
 
 
 def test_parse_both_line_kinds():
@@ -81,17 +84,20 @@ def _run(tmp_path, listed: str) -> tuple[subprocess.CompletedProcess, dict]:
 def test_one_cause_line_lists_a_defect_for_every_check_it_breaks(tmp_path):
     proc, records = _run(tmp_path, f"cause: decoder forgets the last field | at $.weight_versions: | {FAILING}\n")
     assert proc.returncode == 0, proc.stdout[-2000:]
-    assert proc.stdout.strip().splitlines()[-2:] == ["expected failures: 2", "conformance: 4 passed, 0 failed, 0 skipped"]
+    summary = ["expected failures: 2", "conformance: 4 passed, 0 failed, 0 skipped"]
+    assert proc.stdout.strip().splitlines()[-2:] == summary
     assert {r["reason"] for r in records.values() if r["outcome"] == "xfailed"} == {"decoder forgets the last field"}
 
 
 def test_a_listed_check_failing_otherwise_reports_its_actual_error(tmp_path):
     proc, records = _run(tmp_path, f"cause: rid lost | at $.rid: | {FAILING}\n"
-                                   "Required.RoundTrip.AbortReq.Identical.pickle.typical | AssertionError: AbortReq (typical) changed crossing pickle at $.rid\n")
+                                   "Required.RoundTrip.AbortReq.Identical.pickle.typical | "
+                                   "AssertionError: AbortReq (typical) changed crossing pickle at $.rid\n")
     assert proc.returncode == 1
     assert proc.stdout.strip().splitlines()[-1] == "conformance: 4 passed, 2 failed, 0 skipped"
     message = records["Required.RoundTrip.AbortReq.Identical.pickle.typical"]["message"]
-    assert message.startswith("AssertionError: AbortReq (typical) changed crossing pickle at $.weight_versions: "), message
+    assert message.startswith("AssertionError: AbortReq (typical) changed crossing pickle at $.weight_versions: "), \
+        message
     assert message.endswith("as failing with: a message starting 'AssertionError: AbortReq (typical) changed crossing "
                             "pickle at $.rid' or cause 'rid lost' (first line containing 'at $.rid:'))"), message
     assert "changed crossing msgpack at $.weight_versions: expected list" in proc.stdout
@@ -101,7 +107,8 @@ def test_a_cause_covering_a_passing_check_fails_the_run(tmp_path):
     proc, records = _run(tmp_path, "cause: decoder forgets the last field | at $.weight_versions: | "
                                    "Required.RoundTrip.AbortReq.Identical.*\n")
     assert proc.returncode == 1
-    assert proc.stdout.strip().splitlines()[-2:] == ["expected failures: 2", "conformance: 0 passed, 4 failed, 0 skipped"]
+    summary = ["expected failures: 2", "conformance: 0 passed, 4 failed, 0 skipped"]
+    assert proc.stdout.strip().splitlines()[-2:] == summary
     assert "is listed in" in records["Required.RoundTrip.AbortReq.Identical.msgpack.edge"]["message"]
     assert "but passed: narrow the globs of cause 'decoder forgets the last field'" in proc.stdout
 
@@ -125,5 +132,7 @@ def test_sglang_cause_lines_explain_a_model_of_its_defects(tmp_path):
     failed = [(r["id"], r["message"][:300]) for r in records if r["outcome"] == "failed"]
     assert proc.returncode == 0 and not failed, failed or proc.stdout[-3000:]
     xfailed = {r["id"] for r in records if r["outcome"] == "xfailed"}
-    assert {"Required.RoundTrip.BatchStrOutput.Identical.pickle.edge", "Required.RoundTrip.BatchStrOutput.Identical.msgpack.edge",
-            "Required.CrossTransport.BatchStrOutput.SameValue.edge", "Required.Tensor.float8_e5m2.Exact.pickle"} <= xfailed
+    assert {"Required.RoundTrip.BatchStrOutput.Identical.pickle.edge",
+            "Required.RoundTrip.BatchStrOutput.Identical.msgpack.edge",
+            "Required.CrossTransport.BatchStrOutput.SameValue.edge",
+            "Required.Tensor.float8_e5m2.Exact.pickle"} <= xfailed
