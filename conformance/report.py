@@ -1,4 +1,4 @@
-"""Reports of a conformance run: JSON records, a Markdown and an HTML table, a badge.
+"""Reports of a conformance run: JSON records, a Markdown table, an HTML page, a badge.
 
 The table has one row per subject (struct) and one column per check (Area.Name);
 a cell shows the outcome for each transport/variant the check ran under.
@@ -6,7 +6,6 @@ a cell shows the outcome for each transport/variant the check ran under.
 
 from __future__ import annotations
 
-import html
 import json
 from collections import defaultdict
 from pathlib import Path
@@ -87,29 +86,12 @@ def markdown(meta: dict[str, Any], records: list[dict[str, Any]], residue: Optio
     return "\n".join(lines) + "\n"
 
 
-def html_report(meta: dict[str, Any], records: list[dict[str, Any]]) -> str:
-    subjects, columns, cells = table(records)
-    colour = {"✓": "#d4f7d4", "✗": "#f7d4d4", "≈": "#f7f0d4", "!": "#f7e0c8"}
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    rows = []
-    for s in subjects:
-        tds = []
-        for col in columns:
-            text = _cell(cells[(s, col)]) if (s, col) in cells else ""
-            bg = next((v for k, v in colour.items() if k in text), "#fff")
-            tds.append(f'<td style="background:{bg}">{html.escape(text)}</td>')
-        rows.append(f"<tr><th>{html.escape(s)}</th>{''.join(tds)}</tr>")
-    c = counts(records)
-    return (
-        "<!doctype html><meta charset='utf-8'>"
-        f"<title>Conformance of {html.escape(meta['impl'])}</title>"
-        "<style>body{font-family:sans-serif}table{border-collapse:collapse;font-size:12px}"
-        "td,th{border:1px solid #ccc;padding:2px 4px}</style>"
-        f"<h1>Conformance of {html.escape(meta['impl'])} against {html.escape(meta['manifest'])}</h1>"
-        f"<p>{c.get('passed', 0)} passed, {c.get('failed', 0)} failed, {c.get('xfailed', 0)} expected failures, "
-        f"{c.get('recommended-failed', 0)} recommended failed, {c.get('skipped', 0)} skipped. {html.escape(LEGEND)}</p>"
-        f"<table><tr><th>struct</th>{head}</tr>{''.join(rows)}</table>"
-    )
+def html_report(meta: dict[str, Any], records: list[dict[str, Any]],
+                residue: Optional[dict[str, Any]] = None) -> str:
+    """report.html: the report site's page for one implementation, in one file."""
+    from conformance.site import single_run_html
+
+    return single_run_html(meta, records, residue)
 
 
 def badge(records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -126,18 +108,22 @@ def badge(records: list[dict[str, Any]]) -> dict[str, Any]:
     return {"schemaVersion": 1, "label": "ipc conformance", "message": message, "color": color}
 
 
-def results_json(meta: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any]:
-    """results.json: the run's metadata, its count per outcome, one record per check."""
+def results_json(meta: dict[str, Any], records: list[dict[str, Any]],
+                 residue: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+    """results.json: the run's metadata, its count per outcome, the pickle residue, one record per check."""
     c = counts(records)
-    return {**meta, "counts": {k: c.get(k, 0) for k in OUTCOMES}, "results": records}
+    if residue:  # wrapped counts sorted: workers of a parallel run report them in any order
+        residue = {**residue, "wrapped": dict(sorted(residue.get("wrapped", {}).items()))}
+    return {**meta, "counts": {k: c.get(k, 0) for k in OUTCOMES}, **({"residue": residue} if residue else {}),
+            "results": records}
 
 
 def write_all(folder: Path, meta: dict[str, Any], records: list[dict[str, Any]],
               residue: Optional[dict[str, Any]] = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.json").write_text(json.dumps(results_json(meta, records), indent=1))
+    (folder / "results.json").write_text(json.dumps(results_json(meta, records, residue), indent=1))
     (folder / "report.md").write_text(markdown(meta, records, residue))
-    (folder / "report.html").write_text(html_report(meta, records))
+    (folder / "report.html").write_text(html_report(meta, records, residue))
     (folder / "badge.json").write_text(json.dumps(badge(records)))
 
 

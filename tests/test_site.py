@@ -172,7 +172,10 @@ def test_site_from_a_real_run_of_a_defective_adapter(tmp_path):
     assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
     out = tmp_path / "site"
     assert main(["report", "site", str(tmp_path / "run"), "--out", str(out)]) == 0
-    records = json.loads((tmp_path / "run" / "results.json").read_text())["results"]
+    data = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert data["impl_spec"] == "defective_adapters:NoBase64" and data["transports"] == ["msgpack"]
+    assert data["suite_version"] and data["date"] and data["impl_version"] and "fields" in data["residue"]
+    records = data["results"]
     failed = [r for r in records if r["outcome"] == "failed"]
     assert failed and all(".HttpBase64." in r["id"] for r in failed)
     (slug,) = [p.stem for p in (out / "impl").glob("*.html")]
@@ -181,3 +184,6 @@ def test_site_from_a_real_run_of_a_defective_adapter(tmp_path):
         assert f'id="f-{r["id"]}"' in page
         assert str(markupsafe.escape(r["message"].strip().splitlines()[0])) in page
     assert f'href="impl/{slug}.html#area-Required-HttpBase64"' in (out / "index.html").read_text()
+    assert "ipc-conformance run --impl defective_adapters:NoBase64 --manifest" in page
+    single = (tmp_path / "run" / "report.html").read_text()  # report.html of the run: the same page, one file
+    assert single.count('<article class="problem') == len(failed) and "<style>" in single

@@ -9,6 +9,8 @@ record outcomes and write reports (RunHooks) registered; each hands off to the r
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
@@ -133,6 +135,14 @@ class RunHooks:
             workeroutput["ipc_conformance"] = self.run.worker_output()
         else:
             self.run.finish()
+
+    def pytest_unconfigure(self) -> None:
+        # pytest's --junitxml file is written by now (at session finish, on the controller only).
+        xmlpath = getattr(self.config.option, "xmlpath", None)
+        if xmlpath and not hasattr(self.config, "workerinput") and os.path.isfile(xmlpath):
+            from conformance.plugin.junit import name_by_check_id
+
+            name_by_check_id(Path(xmlpath))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         # `ipc-conformance run` prints the lines itself, as the very last lines.

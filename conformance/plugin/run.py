@@ -9,6 +9,7 @@ of the implementation (worker_output/merge_worker) and writes the files once.
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections import Counter
 from functools import cached_property
@@ -110,8 +111,13 @@ class ConformanceRun:
             self._workers.append(output)
 
     def _meta(self) -> dict[str, Any]:
+        from conformance import __version__
+
         ipc = self.session
-        return {"impl": ipc.adapter.label, "manifest": ipc.manifest.id, "transport": ipc.transport}
+        return {"impl": ipc.adapter.label, "manifest": ipc.manifest.id, "transport": ipc.transport,
+                # for the report site: what ran, and the --impl its reproducer commands name
+                "impl_spec": self.options["impl"], "impl_version": ipc.adapter.version,
+                "transports": list(ipc.transports), "suite_version": __version__}
 
     def _merged(self) -> tuple[dict[str, Any], dict[str, Any], Path]:
         """(meta, pickle residue, expectations path) of the whole run."""
@@ -133,8 +139,10 @@ class ConformanceRun:
         # Sorted by id: a parallel run finishes checks in another order than a serial one.
         records = self.records = sorted(self.records, key=lambda r: r["id"])
         meta, residue, path = self._merged()
+        meta["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
         if self.options["report"]:
-            Path(self.options["report"]).write_text(json.dumps(report.results_json(meta, records), indent=1))
+            Path(self.options["report"]).write_text(
+                json.dumps(report.results_json(meta, records, residue), indent=1))
         if self.options["report_dir"]:
             report.write_all(Path(self.options["report_dir"]), meta, records, residue)
         if not self.options["fix_expectations"]:
