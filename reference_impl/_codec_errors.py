@@ -149,7 +149,7 @@ def _failing_ext(exts: list, error: BaseException) -> Optional[list]:
     for path, code, payload in exts:
         try:
             hook(code, payload)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - replaying the hook to find the extension that raised
             if type(exc) is type(error) and str(exc) == str(error):
                 return path
             first = first or path

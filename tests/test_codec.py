@@ -712,7 +712,7 @@ def _scenario_duplicate_tag():
             if expected_type is not second:  # refusing the ambiguous class is fine, nothing else
                 problems.append(f"{label}: refused")
             return
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any other error is the finding
             problems.append(f"{label}: {type(exc).__name__} instead of WireError: {str(exc)[:80]}")
             return
         if type(got) is not expected_type or got != obj:

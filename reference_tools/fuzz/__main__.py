@@ -32,7 +32,7 @@ TARGET_NAMES = ("decode", "decode_trusted", "struct_fields", "ext_payloads", "fr
 
 def _have_atheris() -> bool:
     try:
-        import atheris  # noqa: F401
+        import atheris  # noqa: F401 - only whether it imports
     except ImportError:
         return False
     return True
@@ -55,8 +55,8 @@ def _child_atheris(args: argparse.Namespace) -> None:
     with atheris.instrument_imports(include=["reference_impl", "reference_tools.fuzz.targets",
                                              "reference_tools.fuzz.corpus", "conformance.testee"]):
         import reference_impl.codec
-        import reference_impl.testee  # noqa: F401
-        from conformance.testee import protocol  # noqa: F401
+        import reference_impl.testee  # noqa: F401 - imported here to be instrumented
+        from conformance.testee import protocol  # noqa: F401 - imported here to be instrumented
         from reference_tools.fuzz import targets
 
     fn = _ignoring(targets.TARGETS[args.target].fn, args.ignore)

@@ -45,7 +45,7 @@ def run_jobs_here(jobs: Sequence[Job]) -> None:
     """Run each job in a child forked from this process (the worker's body): the imports are
     paid once, and nothing one run leaves behind (a late-defined message subclass, a patched
     function) reaches the next."""
-    import torch  # noqa: F401  (imported before the fork: the children share it)
+    import torch  # noqa: F401 - imported before the fork: the children share it
 
     from conformance import runner
 

@@ -8,15 +8,15 @@ def ControllerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802 - named like the 
     return ReferenceAdapter(engine_debug_skip_unwrap=("controller",))
 
 
-def SchedulerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802
+def SchedulerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802 - named like the adapter classes it stands for
     return ReferenceAdapter(engine_debug_skip_unwrap=("scheduler_1",))
 
 
-def DetokenizerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802
+def DetokenizerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802 - named like the adapter classes it stands for
     return ReferenceAdapter(engine_debug_skip_unwrap=("detokenizer",))
 
 
-def TokenizerManagerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802
+def TokenizerManagerSkipsUnwrap() -> ReferenceAdapter:  # noqa: N802 - named like the adapter classes it stands for
     return ReferenceAdapter(engine_debug_skip_unwrap=("tokenizer_manager",))
 
 
