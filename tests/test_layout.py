@@ -14,6 +14,7 @@ audience, and imports each audience only inside that subcommand.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,12 @@ def test_every_package_says_what_it_is_for(package):
     init = ROOT.joinpath(*package.split("."), "__init__.py")
     doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
     assert doc and len(doc.split()) >= 8, f"{package} has no module docstring saying what it is for and who uses it"
+
+
+def test_every_noqa_says_why():
+    """ruff runs in CI with the rules of pyproject.toml; a line that silences one says why."""
+    bare = re.compile(r"#\s*noqa(?::\s*[A-Z0-9, ]+)?\s*$")
+    found = [f"{path.relative_to(ROOT)}:{n}" for pkg in (*PACKAGES, "tests", "examples")
+             for path in sorted((ROOT / pkg).rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if bare.search(line)]
+    assert not found, f"noqa without a reason (write '# noqa: RULE - why'): {found}"
