@@ -570,6 +570,15 @@ def _unchecked(cls: type, items: list) -> Any:
     return value
 
 
+def _untyped_message(mutant: Mutant, data: bytes) -> Optional[tuple[str, type, list]]:
+    """(tag, class, items) of a msgpack message read without its types; None when it is not
+    a tag array of the catalogue."""
+    raw = read(bytes(data))
+    if not _is_tag_array(raw) or raw[0] not in mutant.classes():
+        return None
+    return raw[0], mutant.classes()[raw[0]], raw[1:]
+
+
 class _LenientDecoder(Mutant):
     """A decoder bug: where the real decode of a msgpack message fails, take the message's
     untyped items and let `lenient` build something of them (None: fail as the reference)."""
@@ -583,12 +592,8 @@ class _LenientDecoder(Mutant):
         try:
             return super().decode(data, transport)
         except Exception:
-            if transport != "msgpack":
-                raise
-            raw = read(bytes(data))
-            if not _is_tag_array(raw) or raw[0] not in self.classes():
-                raise
-            value = self.lenient(self.classes()[raw[0]], raw[1:])
+            message = _untyped_message(self, data) if transport == "msgpack" else None
+            value = self.lenient(*message[1:]) if message is not None else None
             if value is None:
                 raise
             return value
@@ -644,12 +649,10 @@ class _PickyDecoder(Mutant):
         return None
 
     def decode(self, data: bytes, transport: str) -> Any:
-        if transport == "msgpack":
-            raw = read(bytes(data))
-            cls = self.classes().get(raw[0]) if _is_tag_array(raw) else None
-            reason = self.objection(cls, raw[1:]) if cls is not None else None
-            if reason:
-                raise ValueError(f"msgpack decode: {raw[0]}{reason}")
+        message = _untyped_message(self, data) if transport == "msgpack" else None
+        reason = self.objection(*message[1:]) if message is not None else None
+        if reason:
+            raise ValueError(f"msgpack decode: {message[0]}{reason}")
         return super().decode(data, transport)
 
 
