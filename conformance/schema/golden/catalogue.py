@@ -51,16 +51,16 @@ def _catalogue(manifest_id: str, manifest_json: bytes) -> Catalogue:
         classes = extract_with_classes(io_struct.__name__, union_attr="CUSTOM_MESSAGE_TYPES", array_typecode="q")[1]
         return Catalogue(manifest, classes, lambda obj: codec.encode(obj, "msgpack"),
                          lambda data: codec.decode(data, "msgpack", unwrap_wrappers=False))
-    module = _generated_module(manifest)
+    module = _generated_module(manifest, manifest_json)
     classes = {name: getattr(module, name) for name in [*manifest.structs, *manifest.enums]}
     return Catalogue(manifest, classes, *_codec(manifest, classes))
 
 
-def _generated_module(manifest: Manifest) -> types.ModuleType:
+def _generated_module(manifest: Manifest, manifest_json: bytes) -> types.ModuleType:
     from conformance.schema.codegen import generate
 
     # Named by id and content: two manifests with one id (a test's toy, an edited file) get two modules.
-    digest = hashlib.sha256(manifest.to_json()).hexdigest()[:12]
+    digest = hashlib.sha256(manifest_json).hexdigest()[:12]
     name = "conformance._generated_" + "".join(c if c.isalnum() else "_" for c in manifest.id) + "_" + digest
     module = sys.modules.get(name)
     if module is None:
