@@ -7,14 +7,25 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence
 
+from conformance.errors import USAGE_EXIT, UsageError
+
 if TYPE_CHECKING:
     from conformance.schema.manifest import Manifest
+
+
+def _version() -> str:
+    from conformance import __version__
+
+    return f"ipc-conformance {__version__}"
 
 
 def _manifest_extract(args: argparse.Namespace) -> int:
     from conformance.schema.manifest import save_manifest
     from conformance.schema.manifest.extract import UnsupportedTypeError, extract
 
+    if args.module.endswith(".py") or "/" in args.module:
+        raise UsageError(f"{args.module!r} is a path; give the dotted name of an importable module "
+                         f"(e.g. sglang.srt.managers.io_struct)")
     try:
         manifest = extract(
             args.module,
@@ -26,8 +37,9 @@ def _manifest_extract(args: argparse.Namespace) -> int:
             array_typecode=args.array_typecode,
         )
     except UnsupportedTypeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
+    except ImportError as exc:
+        raise UsageError(f"cannot import {args.module!r} (or a module it imports): {exc}") from None
     if args.out:
         save_manifest(manifest, args.out)
         print(f"wrote {args.out}: {len(manifest.structs)} structs, {len(manifest.messages)} messages, "
@@ -273,7 +285,13 @@ def _report_compare(args: argparse.Namespace) -> int:
 
     from conformance.report import compare
 
-    sys.stdout.write(compare([json.loads(Path(f).read_text()) for f in args.results]))
+    runs = []
+    for name in args.results:
+        try:
+            runs.append(json.loads(Path(name).read_text()))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"{name}: cannot read results: {exc}") from None
+    sys.stdout.write(compare(runs))
     return 0
 
 
@@ -284,14 +302,14 @@ def _report_site(args: argparse.Namespace) -> int:
     try:
         index = build_site([Path(p) for p in args.results], Path(args.out))
     except ResultsError as exc:
-        sys.stderr.write(f"ipc-conformance report site: {exc}\n")
-        return 2
+        raise UsageError(str(exc)) from None
     print(f"site written: {index}")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ipc-conformance", description=__doc__)
+    parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
 
     manifest = sub.add_parser("manifest", help="wire manifests").add_subparsers(dest="manifest_command", required=True)
@@ -349,9 +367,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command_words(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:
+    """`ipc-conformance schema diff`: the program and the subcommands the user typed."""
+    words = [parser.prog, args.command]
+    words += [getattr(args, f"{args.command}_command")] if hasattr(args, f"{args.command}_command") else []
+    return " ".join(words)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except UsageError as exc:  # the user's mistake: one line, never a traceback
+        print(f"{_command_words(parser, args)}: error: {exc}", file=sys.stderr)
+        return USAGE_EXIT
 
 
 if __name__ == "__main__":

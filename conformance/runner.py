@@ -10,6 +10,7 @@ from typing import Any, Optional, Sequence
 
 import pytest
 
+from conformance.errors import USAGE_EXIT
 from conformance.plugin import options
 from conformance.plugin.summary import counts, expected_line, summary_line
 
@@ -80,6 +81,8 @@ def run(
     records = kept.records()
     print(expected_line(records))
     print(summary_line(records))
+    if code == pytest.ExitCode.USAGE_ERROR:
+        return USAGE_EXIT  # pytest printed the one line that says what was wrong
     if code == pytest.ExitCode.OK and counts(records)["failed"]:
         return int(pytest.ExitCode.TESTS_FAILED)  # the summary's failures decide, never a lenient hook
     return int(code)

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from conformance.errors import UsageError
+
 HERE = Path(__file__).resolve().parent
 
 # defect class (docs/defect-classes.md)[:what] -> (adapter, -k selection, check ids that must fail)
@@ -132,7 +134,7 @@ def test_a_capability_outside_the_vocabulary_is_refused_when_the_adapter_loads()
 
     sys.path.insert(0, str(HERE))
     try:
-        with pytest.raises(ValueError, match=r"declares capabilities \['sockets'\] that are not in the vocabulary"):
+        with pytest.raises(UsageError, match=r"declares capabilities \['sockets'\] that are not in the vocabulary"):
             load_adapter("defective_adapters:MisspelledCapability")
     finally:
         sys.path.remove(str(HERE))

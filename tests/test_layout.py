@@ -22,6 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("conformance", "reference_impl", "reference_tools")
 FRONT_DOOR = "conformance.cli"
+#: Modules of the conformance package that every audience may import.
+SHARED = ("conformance.paths", "conformance.errors")
 
 
 def _module_name(path: Path) -> tuple[str, bool]:
@@ -73,8 +75,8 @@ def _violations() -> list[str]:
         if importer == FRONT_DOOR:
             continue
         for target in sorted(imported):
-            if target in ("conformance", "conformance.__version__") or target.startswith("conformance.paths"):
-                continue  # the package root (its version) and where the bundled data lies: shared by all
+            if target in ("conformance", "conformance.__version__") or target.startswith(SHARED):
+                continue  # the package root (its version), where the bundled data lies, the user-error type
             if (_audience(importer), _audience(target)) in FORBIDDEN:
                 out.append(f"{importer} imports {target}")
     return out

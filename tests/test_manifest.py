@@ -9,6 +9,7 @@ import textwrap
 import msgspec
 import pytest
 
+from conformance.errors import UsageError
 from conformance.schema.manifest import TypeExprError, load_manifest, parse, render
 from conformance.schema.manifest.extract import UnsupportedTypeError, extract
 
@@ -143,5 +144,5 @@ def test_sglang_manifest_covers_the_catalogue():
 
 
 def test_unknown_manifest_id_lists_the_bundled_ones():
-    with pytest.raises(FileNotFoundError, match="sglang-0.5.23"):
+    with pytest.raises(UsageError, match="sglang-0.5.23"):
         load_manifest("nope-1.0")

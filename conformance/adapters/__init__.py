@@ -6,6 +6,7 @@ import importlib
 import importlib.metadata
 
 from conformance.adapters.base import CAPABILITIES, Adapter, unknown_capabilities
+from conformance.errors import UsageError
 
 ENTRY_POINT_GROUP = "ipc_conformance.adapters"
 
@@ -20,29 +21,67 @@ BUILTIN = {
 
 def load_adapter(spec: str) -> Adapter:
     """'reference', 'sglang', an entry point name, 'package.module:object' (an Adapter
-    instance, class or factory), or 'cmd:<command line>' (a testee process, spec/testee.md)."""
-    spec = BUILTIN.get(spec, spec)
-    if spec.startswith("cmd:"):
-        from conformance.testee.adapter import from_spec
+    instance, class or factory), or 'cmd:<command line>' (a testee process, spec/testee.md).
+    A spec that names nothing loadable, or a testee that does not start, is a UsageError."""
+    named = BUILTIN.get(spec, spec)
+    if named.startswith("cmd:"):
+        from conformance.testee.adapter import TesteeRuntimeError, from_spec
 
-        return from_spec(spec)
-    if ":" in spec:
-        module, _, attr = spec.partition(":")
-        target = getattr(importlib.import_module(module), attr)
-    else:
-        matches = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == spec]
-        if not matches:
-            raise LookupError(f"no implementation {spec!r}: use reference, sglang, an entry point in "
-                              f"{ENTRY_POINT_GROUP!r}, or module:object")
-        target = matches[0].load()
-    adapter = target() if callable(target) and not isinstance(target, Adapter) else target
-    if not isinstance(adapter, Adapter):
-        raise TypeError(f"{spec} did not give a conformance.adapters.Adapter")
+        try:
+            return from_spec(named)
+        except TesteeRuntimeError as exc:
+            raise UsageError(f"--impl {spec!r}: {exc}") from None
+    adapter = _instance(spec, _target(spec, named))
     unknown = unknown_capabilities(adapter.capabilities)
     if unknown:
-        raise ValueError(f"{adapter.label} declares capabilities {unknown} that are not in the vocabulary "
+        raise UsageError(f"{adapter.label} declares capabilities {unknown} that are not in the vocabulary "
                          f"({', '.join(sorted(CAPABILITIES))})")
     return adapter
 
 
-__all__ = ["CAPABILITIES", "Adapter", "BUILTIN", "ENTRY_POINT_GROUP", "load_adapter"]
+def check_spec(spec: str) -> None:
+    """The checks of load_adapter that need no implementation started: the name resolves, its
+    module imports, its object exists; a testee's program exists. Raises UsageError."""
+    named = BUILTIN.get(spec, spec)
+    if named.startswith("cmd:"):
+        import shutil
+
+        from conformance.testee.adapter import command_argv
+
+        try:
+            argv = command_argv(named.removeprefix("cmd:"))
+        except ValueError as exc:
+            raise UsageError(f"--impl {spec!r}: the command line does not parse: {exc}") from None
+        if not argv or shutil.which(argv[0]) is None:
+            raise UsageError(f"--impl {spec!r}: no program {argv[0] if argv else ''!r} on PATH "
+                             f"(give the testee's command line after cmd:)")
+        return
+    _target(spec, named)
+
+
+def _target(spec: str, named: str) -> object:
+    if ":" not in named:
+        matches = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == named]
+        if not matches:
+            raise UsageError(f"no implementation {spec!r}: use {', '.join(BUILTIN)}, an entry point in "
+                             f"{ENTRY_POINT_GROUP!r}, module:object, or cmd:<testee command line>")
+        return matches[0].load()
+    module, _, attr = named.partition(":")
+    try:
+        loaded = importlib.import_module(module)
+    except ImportError as exc:
+        raise UsageError(f"--impl {spec!r}: cannot import {module!r}: {exc}") from None
+    try:
+        return getattr(loaded, attr)
+    except AttributeError:
+        raise UsageError(f"--impl {spec!r}: module {module!r} has no {attr!r}") from None
+
+
+def _instance(spec: str, target: object) -> Adapter:
+    adapter = target() if callable(target) and not isinstance(target, Adapter) else target
+    if not isinstance(adapter, Adapter):
+        raise UsageError(f"--impl {spec!r} gave a {type(adapter).__name__}, not a conformance.adapters.Adapter")
+    return adapter
+
+
+__all__ = ["CAPABILITIES", "Adapter", "BUILTIN", "ENTRY_POINT_GROUP", "check_spec", "load_adapter"]

@@ -98,6 +98,18 @@ class RunHooks:
             self.config.hook.pytest_deselected(items=e2e)
             items[:] = [item for item in items if item.get_closest_marker("ipc_e2e") is None]
 
+    def pytest_sessionstart(self) -> None:
+        """A user's mistake (an unknown --impl or manifest, a testee that does not start) ends
+        the run here, before collection, with one line (pytest's usage error, exit status 4;
+        `ipc-conformance run` exits 2), not with an error per suite module. pytest-xdist's
+        controller runs no check, so it only resolves the names; its workers start the adapter."""
+        from conformance.errors import UsageError
+
+        try:
+            self.run.preflight(start=not self.config.pluginmanager.has_plugin("dsession"))
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """Under --dist loadgroup (what `ipc-conformance run -n` asks for), the E2E checks

@@ -53,6 +53,24 @@ class ConformanceRun:
                        manifest_id=self.options["manifest"],
                        profile=profiles.chosen(self.options["hypothesis_profile"]), peer=self.options["peer"])
 
+    def preflight(self, *, start: bool) -> None:
+        """Load what the run needs, or (start=False) only resolve the names, so that a mistake
+        in them raises conformance.errors.UsageError before any check is collected."""
+        from conformance.adapters import check_spec
+        from conformance.errors import UsageError
+        from conformance.schema.manifest import load_manifest
+
+        for given in (self.options["manifest"], self.options["peer"]):
+            if given:
+                load_manifest(given)
+        wanted = self.options["expectations"]
+        if wanted and not self.options["fix_expectations"] and not Path(wanted).exists():
+            raise UsageError(f"no expected-failure list {wanted!r} (--fix-expectations writes a new one)")
+        if start:
+            self.session.manifest  # noqa: B018 - loads the adapter, then the manifest it claims
+        else:
+            check_spec(self.options["impl"])
+
     @cached_property
     def expectations_path(self) -> Path:
         from conformance import expectations

@@ -36,6 +36,7 @@ import msgspec
 import pytest
 
 from conformance.adapters.base import Adapter
+from conformance.errors import UsageError
 from conformance.schema.golden.catalogue import catalogue_for
 from conformance.schema.golden.view import ViewError, dumps, to_view
 from conformance.schema.manifest import Manifest, load_manifest
@@ -185,7 +186,7 @@ class SubprocessAdapter(Adapter):
         self.capabilities = protocol.capabilities(self.ops)
         try:
             self.manifest: Manifest = load_manifest(self.hello["manifest"])
-        except FileNotFoundError as exc:
+        except UsageError as exc:
             self.close()
             raise TesteeRuntimeError(f"the testee claims manifest {self.hello['manifest']!r}: {exc}") from None
         self._catalogue = catalogue_for(self.manifest)

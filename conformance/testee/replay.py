@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from conformance.errors import UsageError
 from conformance.testee import protocol
 
 __all__ = ["describe_request", "replay", "replay_dir", "save_request"]
@@ -86,7 +87,12 @@ def replay(path: Path, impl: str, out: Callable[[str], None] = print) -> int:
     `payload` and the reference decodes the payload, 1 otherwise."""
     from conformance.testee.adapter import SubprocessAdapter, TesteeRuntimeError
 
-    request = protocol.unpack(Path(path).read_bytes()[4:])
+    try:
+        request = protocol.unpack(Path(path).read_bytes()[4:])
+    except OSError as exc:
+        raise UsageError(f"cannot read the saved request {str(path)!r}: {exc.strerror}") from None
+    except protocol.ProtocolError as exc:
+        raise UsageError(f"{str(path)!r} is not a saved request frame: {exc}") from None
     op = str(request.get("type"))
     out(f"request: {describe_request(request)}")
     out(f"step:    {STEPS.get(op, op)}")

@@ -21,7 +21,7 @@ def _pick_structs(manifest: Any) -> list[str]:
 
 
 def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], None] = print) -> int:
-    from conformance.adapters import load_adapter
+    from conformance.adapters import check_spec, load_adapter
     from conformance.paths import golden_dir
     from conformance.schema.golden.store import read_index
     from conformance.schema.manifest import load_manifest
@@ -52,6 +52,7 @@ def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], Non
             passed += 1
             out(f"ok    {name}")
 
+    check_spec(impl)  # a name that resolves to nothing is the user's mistake, not a smoke failure
     try:
         adapter = load_adapter(impl)
     except Exception as exc:  # noqa: BLE001 - whatever stops the start is the first failure

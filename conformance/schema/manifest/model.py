@@ -8,6 +8,7 @@ from typing import Any, Dict, List, Literal, Optional, Union
 
 import msgspec
 
+from conformance.errors import UsageError
 from conformance.schema.manifest.typeexpr import T, parse
 
 FORMAT_VERSION = 1
@@ -109,9 +110,11 @@ def load_manifest(source: Union[str, Path]) -> Manifest:
         manifest = msgspec.json.decode(path.read_bytes(), type=Manifest)
     except FileNotFoundError:
         known = ", ".join(bundled_manifests()) or "none"
-        raise FileNotFoundError(f"no manifest {source!r} (bundled: {known})") from None
+        raise UsageError(f"no manifest {str(source)!r}: give a manifest file or a bundled id ({known})") from None
+    except (msgspec.DecodeError, IsADirectoryError) as exc:
+        raise UsageError(f"{path} is not a manifest (spec/manifest.md): {exc}") from None
     if manifest.format != FORMAT_VERSION:
-        raise ValueError(f"{path}: manifest format {manifest.format}, this suite reads {FORMAT_VERSION}")
+        raise UsageError(f"{path}: manifest format {manifest.format}, this suite reads {FORMAT_VERSION}")
     return manifest
 
 
