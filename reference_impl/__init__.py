@@ -1,2 +1,2 @@
 """Reference implementation of the SGLang-style IPC wire format and serving engine."""
-__version__ = "0.1.0"
+from conformance import __version__ as __version__  # one version for the distribution
