@@ -32,8 +32,8 @@ import torch
 
 from conformance.schema.manifest import Manifest, T
 
-__all__ = ["Coverage", "EdgeCoverage", "Quad", "Triple", "arms", "edge_positions", "edge_universe", "measure",
-           "measure_edges", "reachable", "universe"]
+__all__ = ["Coverage", "EdgeCoverage", "Quad", "Triple", "arms", "class_positions", "edge_positions", "edge_universe",
+           "measure", "measure_edges", "reachable", "universe"]
 
 Triple = tuple[str, str, str]  # (struct, field, arm)
 Quad = tuple[str, str, str, str]  # (struct, field, position, value class)
@@ -94,14 +94,20 @@ def _hashable_any(label: str, node: T) -> bool:
     return node.kind == "Any" and label.rsplit(".", 1)[0].endswith(("Dict{key}", "Set[]", "FrozenSet[]"))
 
 
+def class_positions(t: T, manifest: Manifest, value_class: Any) -> list[str]:
+    """The labels of the positions of t that a value class fills."""
+    return [label for label, node in edge_positions(t, manifest)
+            if not _hashable_any(label, node) and value_class.applies(node)]
+
+
 def edge_universe(manifest: Manifest, message: str) -> list[Quad]:
     """Every (struct, field, position, value class) a message must exercise (the PickleWrapper
     struct's own bytes are the implementation's pickle: no edge values there)."""
     from conformance.value_classes import CLASSES
 
     return [(s, f.name, label, vc.name) for s in reachable(manifest, message) if s != "PickleWrapper"
-            for f in manifest.structs[s].fields for label, node in edge_positions(f.type_expr, manifest)
-            if not _hashable_any(label, node) for vc in CLASSES if vc.applies(node)]
+            for f in manifest.structs[s].fields for vc in CLASSES
+            for label in class_positions(f.type_expr, manifest, vc)]
 
 
 def _required_identities(node: T, class_name: str) -> set[tuple]:

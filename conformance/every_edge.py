@@ -13,21 +13,26 @@ PickleWrapper positions hold the object itself, as engine code does before the s
 the PickleWrapperFalsy class puts its falsy objects there; every other class leaves an
 Optional[PickleWrapper] None, so its checks need no pickling and run on every implementation.
 
-``received_over`` builds the instances as they arrive over a transport (SPEC §3.1): over
-msgpack a numpy scalar arrives as the Python value of its kind; pickle carries it as itself.
+`as_received` gives an instance as it arrives over a transport (SPEC §3.1): over msgpack a
+numpy scalar arrives as the Python value of its kind; pickle carries it as itself. It maps the
+built instance, not the values put in: a class may change a value when it is built (SGLang
+masks a multimodal item's hash), and the wire carries what the object holds.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping, Optional
+import dataclasses
+from typing import Any, Mapping
 
-from conformance.coverage import edge_universe
-from conformance.every_arm import EveryArmBuilder
+import msgspec
+
+from conformance.coverage import class_positions, edge_universe, reachable
+from conformance.every_arm import EveryArmBuilder, _seed
 from conformance.schema.manifest import Manifest, T
 from conformance.value_classes import CLASSES, CONTAINER_KINDS, ValueClass, on_the_wire
 
-__all__ = ["EveryEdgeBuilder", "edge_messages", "edge_sends"]
+__all__ = ["EveryEdgeBuilder", "as_received", "edge_messages", "edge_sends"]
 
 
 def _is_wrapper(t: T) -> bool:
@@ -35,16 +40,41 @@ def _is_wrapper(t: T) -> bool:
 
 
 class EveryEdgeBuilder(EveryArmBuilder):
-    def __init__(self, manifest: Manifest, classes: Mapping[str, type], value_class: ValueClass, *,
-                 received_over: Optional[str] = None) -> None:
+    def __init__(self, manifest: Manifest, classes: Mapping[str, type], value_class: ValueClass) -> None:
         super().__init__(manifest, classes)
         self.value_class = value_class
-        self.received_over = received_over
         #: an object was placed at a PickleWrapper position: the send must wrap, the receiver unwrap
         self.holds_objects = False
+        #: "Struct.field" where the implementation's own class refused the edge value at construction
+        self.refused: list[str] = []
+        self._ordinary = EveryArmBuilder(manifest, classes)
         # By node identity (the manifest's nodes live as long as it does; hashing a node is slow):
         self._values: dict[int, tuple[Any, ...]] = {}
         self._plain_widths: dict[int, int] = {}  # widths of types that name no struct (no cycle to end)
+        self._relevance: dict[int, bool] = {}
+        self._struct_relevance: dict[str, bool] = {}
+
+    # -- which positions the class fills ----------------------------------------
+    def _relevant(self, t: T) -> bool:
+        """Does a value of t hold a position of the class at any depth? Where it does not, the
+        position takes its simplest value (None where Optional): a defect elsewhere in the
+        message never fails this class's check, and the instances stay small."""
+        found = self._relevance.get(id(t))
+        if found is None:
+            found = bool(class_positions(t, self.manifest, self.value_class)) or any(
+                self._struct_relevant(name) for name in t.refs()
+                if name in self.manifest.structs and name != "PickleWrapper")
+            self._relevance[id(t)] = found
+        return found
+
+    def _struct_relevant(self, name: str) -> bool:
+        found = self._struct_relevance.get(name)
+        if found is None:
+            structs = [s for s in reachable(self.manifest, name) if s != "PickleWrapper"]
+            found = self._struct_relevance[name] = any(
+                class_positions(f.type_expr, self.manifest, self.value_class)
+                for s in structs for f in self.manifest.structs[s].fields)
+        return found
 
     # -- widths ---------------------------------------------------------------
     def width(self, t: T, stack: tuple[str, ...] = ()) -> int:
@@ -52,7 +82,7 @@ class EveryEdgeBuilder(EveryArmBuilder):
         if known is not None:
             return known
         vc = self.value_class
-        if self._wrapper_left_none(t):
+        if not self._relevant(t):
             width = 1
         elif self._class_values(t):
             width = len(self._class_values(t))
@@ -73,22 +103,16 @@ class EveryEdgeBuilder(EveryArmBuilder):
     def _element_width(self, t: T, stack: tuple[str, ...]) -> int:
         return max(self.width(a, stack) for a in t.args)
 
-    def _wrapper_left_none(self, t: T) -> bool:
-        """An Optional[PickleWrapper] outside the PickleWrapperFalsy class: None (no pickling)."""
-        return (not self.value_class.opaque and t.kind == "Union" and any(_is_wrapper(a) for a in t.args)
-                and any(a.kind == "None" for a in t.args))
-
     # -- values ---------------------------------------------------------------
     def value(self, t: T, index: int, seed: int) -> Any:
         vc = self.value_class
-        if self._wrapper_left_none(t):
-            return None
+        if not self._relevant(t):
+            return None if t.is_optional else super().value(t, 0, seed)
         values = self._class_values(t)
         if values:
             if _is_wrapper(t):
                 self.holds_objects = True
-            chosen = copy.deepcopy(values[index])  # fresh: an encoder must not see one object twice
-            return on_the_wire(chosen) if self.received_over == "msgpack" else chosen
+            return copy.deepcopy(values[index])  # fresh: an encoder must not see one object twice
         if t.kind in CONTAINER_KINDS and vc.sizes:
             return self._container(t, index, seed)
         if t.kind == "Dict":
@@ -102,7 +126,9 @@ class EveryEdgeBuilder(EveryArmBuilder):
         if self._reenters(value_t):
             return {}
         keys, values = self.width(key_t), self.width(value_t)
-        return {(self._hashable(key_t, i, seed + i) if i < keys else EveryArmBuilder.value(self, key_t, 0, seed + i)):
+        ordinary = self._ordinary.width(key_t)
+        return {(self._hashable(key_t, i, seed + i) if i < keys else
+                 self._ordinary._hashable(key_t, i % ordinary, seed + i)):
                 self.value(value_t, i % values, seed + i) for i in range(max(keys, values))}
 
     def _container(self, t: T, index: int, seed: int) -> Any:
@@ -111,8 +137,8 @@ class EveryEdgeBuilder(EveryArmBuilder):
             if index < span:
                 break
             index -= span
-        if size is None or (size and self._reenters(t.args[-1])):
-            return super().value(t, 0, seed)  # filled as EveryArm fills it (empty where a cycle must end)
+        if size is None or (size and self._reenters(t.args[-1])):  # filled (empty where a cycle must end)
+            return self._dict(t, seed) if t.kind == "Dict" else super().value(t, 0, seed)
         kind = t.kind
         if size == 0:
             return {"List": list, "Set": set, "FrozenSet": frozenset, "VarTuple": tuple, "Dict": dict}[kind]()
@@ -124,11 +150,70 @@ class EveryEdgeBuilder(EveryArmBuilder):
             self._hashable(t.args[0], index, seed)
         return {"List": list, "Set": set, "FrozenSet": frozenset, "VarTuple": tuple}[kind]([item])
 
+    def instance(self, name: str, index: int) -> Any:
+        spec = self.manifest.structs[name]
+        self._building.append(name)
+        try:
+            kwargs = {f.name: self.value(f.type_expr, index % self.width(f.type_expr), _seed(name, f.name))
+                      for f in spec.fields}
+            try:
+                return self.classes[name](**kwargs)
+            except (TypeError, ValueError, OverflowError, RuntimeError) as exc:
+                return self._despite_refusal(name, index, kwargs, exc)
+        finally:
+            self._building.pop()
+
+    def _despite_refusal(self, name: str, index: int, kwargs: dict[str, Any], exc: Exception) -> Any:
+        """The implementation's own class refuses an edge value when it is built (SGLang checks
+        that a watermark key is hex): such a value never reaches its wire. The fields take their
+        EveryArm values, one at a time, until the class accepts them; `refused` names them."""
+        cls, fields = self.classes[name], self.manifest.structs[name].fields
+        ordinary = {f.name: self._ordinary.value(f.type_expr, index % self._ordinary.width(f.type_expr),
+                                                 _seed(name, f.name)) for f in fields}
+        for f in fields:  # one field alone first, then field after field
+            try:
+                built = cls(**{**kwargs, f.name: ordinary[f.name]})
+            except (TypeError, ValueError, OverflowError, RuntimeError):
+                continue
+            self.refused.append(f"{name}.{f.name}")
+            return built
+        for i, f in enumerate(fields):
+            kwargs[f.name] = ordinary[f.name]
+            try:
+                built = cls(**kwargs)
+            except (TypeError, ValueError, OverflowError, RuntimeError):
+                continue
+            self.refused += [f"{name}.{g.name}" for g in fields[:i + 1]]
+            return built
+        raise ValueError(f"cannot build {name} (EveryEdge {self.value_class.name} instance {index}) from the "
+                         f"manifest's fields: {type(exc).__name__}: {exc}") from exc
+
     def _ref(self, name: str, index: int, seed: int) -> Any:
         if name == "PickleWrapper":  # a PickleWrapper position this class does not fill: a plain object
             self.holds_objects = True
             return {"seed": seed}
         return super()._ref(name, index, seed)
+
+
+def as_received(value: Any, transport: str) -> Any:
+    """A freshly built instance as it arrives over the transport (changed in place)."""
+    return _received(value) if transport == "msgpack" else value
+
+
+def _received(value: Any) -> Any:
+    if isinstance(value, msgspec.Struct):
+        for name in value.__struct_fields__:
+            msgspec.structs.force_setattr(value, name, _received(getattr(value, name)))
+        return value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # pre-msgspec catalogues
+        for f in dataclasses.fields(value):
+            object.__setattr__(value, f.name, _received(getattr(value, f.name)))
+        return value
+    if type(value) in (list, tuple, set, frozenset):
+        return type(value)(_received(v) for v in value)
+    if type(value) is dict:
+        return {_received(k): _received(v) for k, v in value.items()}
+    return on_the_wire(value)
 
 
 def edge_messages(manifest: Manifest, value_class: ValueClass) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.compare import differences
-from conformance.every_edge import EveryEdgeBuilder, edge_messages
+from conformance.every_edge import EveryEdgeBuilder, as_received, edge_messages
 from conformance.plugin import check, failure_message
 from conformance.suite.capability import require
 from conformance.value_classes import by_name
@@ -35,7 +35,8 @@ def _every_edge(ipc, struct: str, transport: str, class_name: str) -> None:
     sender = EveryEdgeBuilder(ipc.manifest, ipc.classes, value_class)
     sent = sender.instances(struct)
     # Built again: the expected values stay untouched by whatever the send does to its input.
-    expected = EveryEdgeBuilder(ipc.manifest, ipc.classes, value_class, received_over=transport).instances(struct)
+    expected = [as_received(v, transport) for v in EveryEdgeBuilder(ipc.manifest, ipc.classes, value_class)
+                .instances(struct)]
     if sender.holds_objects:
         require(ipc, "unwrap")
     for i, (value, want) in enumerate(zip(sent, expected)):
