@@ -142,7 +142,8 @@ def by_name(name: str) -> ValueClass:
 
 def identity(value: Any) -> tuple:
     """What a value is, exactly enough to tell the values of the classes apart."""
-    kind = type(value).__name__
+    cls = type(value)
+    kind = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
     if isinstance(value, (float, np.floating)):
         return kind, struct.pack("<d", float(value)).hex()
     if isinstance(value, np.ndarray):
