@@ -128,3 +128,44 @@ def test_a_cycle_in_the_manifest_is_covered_and_ends():
     result = measure_edges(manifest, edge_sends(manifest, catalogue.classes))
     assert not result.uncovered(), result.render()
     assert {q[3] for q in edge_universe(manifest, "Node")} >= {"NonFinite", "EmptyContainer", "OneElement"}
+
+
+#: Each planted bug, the check that must catch it, and where (mutants of reference_tools/proof,
+#: --break modes of the reference testee).
+PLANTED = [
+    ("reference_tools.proof.mutants:NonFiniteInListsAsNil", "BatchTokenIDOutput", "NonFinite", "msgpack"),
+    ("reference_tools.proof.mutants:FalsyOpaqueValuesSentAsNone", "BatchStrOutput", "PickleWrapperFalsy", "msgpack"),
+    ("reference_tools.proof.mutants:NumpyBoolEncodedAsInt", "AbortReq", "NumpyScalar", "msgpack"),
+    ("cmd:python -m reference_impl.testee --break nonfinite-nil", "BatchStrOutput", "NonFinite", "msgpack"),
+    ("cmd:python -m reference_impl.testee --break falsy-wrap-nil", "BatchTokenIDOutput", "PickleWrapperFalsy",
+     "msgpack"),
+]
+
+
+def _check(impl: str, struct: str, class_name: str, transport: str) -> None:
+    from conformance.session import Session
+    from conformance.suite.test_every_edge import _every_edge
+
+    session = Session(impl=impl)
+    try:
+        _every_edge(session, struct, transport, class_name)
+    finally:
+        close = getattr(session.adapter, "close", None)
+        if close:
+            close()
+
+
+@pytest.mark.parametrize("impl, struct, class_name, transport", PLANTED, ids=[p[0].rpartition(":")[2] for p in PLANTED])
+def test_each_planted_bug_fails_its_check(impl, struct, class_name, transport):
+    with pytest.raises(AssertionError) as failure:
+        _check(impl, struct, class_name, transport)
+    first = str(failure.value).splitlines()[0]
+    assert struct in first and class_name in first and transport in first, first
+
+
+@pytest.mark.parametrize("impl", ["reference", "cmd:python -m reference_impl.testee"])
+def test_the_same_checks_pass_on_the_reference(impl):
+    for _, struct, class_name, transport in PLANTED:
+        if impl.startswith("cmd:") and class_name == "NumpyScalar":
+            continue
+        _check(impl, struct, class_name, transport)
