@@ -218,8 +218,19 @@ def _received(value: Any) -> Any:
 
 def edge_messages(manifest: Manifest, value_class: ValueClass) -> list[str]:
     """The messages with at least one position the class applies to (its checks' subjects)."""
-    return [s.name for s in manifest.messages
-            if any(q[3] == value_class.name for q in edge_universe(manifest, s.name))]
+    return [name for name, found in _classes_by_message(manifest).items() if value_class.name in found]
+
+
+_CLASSES_BY_MESSAGE: dict[int, tuple[Manifest, dict[str, set[str]]]] = {}
+
+
+def _classes_by_message(manifest: Manifest) -> dict[str, set[str]]:
+    """{message: the value classes it has positions of}, once per manifest (collection asks per class)."""
+    cached = _CLASSES_BY_MESSAGE.get(id(manifest))
+    if cached is None or cached[0] is not manifest:
+        cached = _CLASSES_BY_MESSAGE[id(manifest)] = (manifest, {
+            s.name: {q[3] for q in edge_universe(manifest, s.name)} for s in manifest.messages})
+    return cached[1]
 
 
 def edge_sends(manifest: Manifest, classes: Mapping[str, type]) -> dict[str, dict[str, list[Any]]]:

@@ -24,6 +24,18 @@ def _messages(class_name: str):
     return {"struct": lambda ipc: edge_messages(ipc.manifest, by_name(class_name))}
 
 
+_BUILDERS: dict[tuple[int, str], tuple[object, EveryEdgeBuilder]] = {}
+
+
+def _builder(ipc, class_name: str) -> EveryEdgeBuilder:
+    """One builder per session and class: its width caches serve every message."""
+    key = (id(ipc), class_name)
+    cached = _BUILDERS.get(key)
+    if cached is None or cached[0] is not ipc:
+        cached = _BUILDERS[key] = (ipc, EveryEdgeBuilder(ipc.manifest, ipc.classes, by_name(class_name)))
+    return cached[1]
+
+
 def _every_edge(ipc, struct: str, transport: str, class_name: str) -> None:
     value_class = by_name(class_name)
     if value_class.python_only:
@@ -32,11 +44,11 @@ def _every_edge(ipc, struct: str, transport: str, class_name: str) -> None:
         if isinstance(ipc.adapter, SubprocessAdapter):
             pytest.skip(f"{class_name}: numpy scalars are values of a Python encoder's input domain (SPEC 3.1); "
                         "the testee protocol's JSON view carries only the value they stand for")
-    sender = EveryEdgeBuilder(ipc.manifest, ipc.classes, value_class)
+    sender = _builder(ipc, class_name)
+    sender.holds_objects = False
     sent = sender.instances(struct)
     # Built again: the expected values stay untouched by whatever the send does to its input.
-    expected = [as_received(v, transport) for v in EveryEdgeBuilder(ipc.manifest, ipc.classes, value_class)
-                .instances(struct)]
+    expected = [as_received(v, transport) for v in sender.instances(struct)]
     if sender.holds_objects:
         require(ipc, "unwrap")
     for i, (value, want) in enumerate(zip(sent, expected)):
