@@ -136,6 +136,8 @@ PLANTED = [
     ("reference_tools.proof.mutants:NonFiniteInListsAsNil", "BatchTokenIDOutput", "NonFinite", "msgpack"),
     ("reference_tools.proof.mutants:FalsyOpaqueValuesSentAsNone", "BatchStrOutput", "PickleWrapperFalsy", "msgpack"),
     ("reference_tools.proof.mutants:NumpyBoolEncodedAsInt", "AbortReq", "NumpyScalar", "msgpack"),
+    ("reference_tools.proof.mutants:NumpyFloatsRoundedToShortest", "FlushCacheReqInput", "NumpyScalar", "msgpack"),
+    ("reference_tools.proof.mutants:ZeroDimAsShapeOne", "BatchStrOutput", "ZeroDim", "msgpack"),
     ("cmd:python -m reference_impl.testee --break nonfinite-nil", "BatchStrOutput", "NonFinite", "msgpack"),
     ("cmd:python -m reference_impl.testee --break falsy-wrap-nil", "BatchTokenIDOutput", "PickleWrapperFalsy",
      "msgpack"),

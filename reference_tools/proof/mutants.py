@@ -891,6 +891,21 @@ class NumpyBoolEncodedAsInt(Mutant):
             return super().encode(obj, transport)
 
 
+class NumpyFloatsRoundedToShortest(Mutant):
+    """The encode hook turns a numpy float into the float of its shortest text (``float(str(x))``):
+    np.float32(0.1) arrives as 0.1, not as the float64 of its value (SPEC 3.1, R-VAL-8)."""
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        from reference_impl import ext
+
+        original = ext.enc_hook
+
+        def textual(value: Any) -> Any:
+            return float(str(value)) if isinstance(value, np.floating) else original(value)
+        with patched(ext, "enc_hook", textual):
+            return super().encode(obj, transport)
+
+
 class NoBug(_WireNodes):
     """Control, not a mutant: every message goes through the untyped read and the writer
     unchanged, so a caught mutant is caught for its bug, not for the rewriting."""
