@@ -5,9 +5,12 @@ The EveryArm instances (conformance/every_arm.py) give each arm of each field on
 value. These widen the positions the class applies to: a float position of the NonFinite class
 takes +inf, -inf and NaN (its width is 3, so an Optional[float] has width 4 and a List of it
 holds all four), a container of the EmptyContainer class is once empty and once filled (so what
-it holds is still reached), one of the OneElement class holds one element per instance. Every
-other position keeps its EveryArm value. A message's instances together reach every
-(struct, field, position) with every value of the class.
+it holds is still reached), one of the OneElement class holds one element per instance. A
+position that holds nothing of the class, at any depth, takes its simplest value (None where
+Optional, else its first EveryArm value), so a defect there never fails this class's checks. A
+message's instances together reach every (struct, field, position) with every value of the
+class (conformance.coverage.measure_edges). Where the implementation's own class refuses an
+edge value when it is built, that field keeps its EveryArm value (`refused` names it).
 
 PickleWrapper positions hold the object itself, as engine code does before the send wraps it:
 the PickleWrapperFalsy class puts its falsy objects there; every other class leaves an
