@@ -206,29 +206,37 @@ def _testee_replay(args: argparse.Namespace) -> int:
 
 
 def _coverage(args: argparse.Namespace) -> int:
-    from conformance.coverage import measure
+    from conformance.coverage import measure, measure_edges
     from conformance.every_arm import deterministic_sends
+    from conformance.every_edge import edge_sends
     from conformance.schema.golden.catalogue import catalogue_for
     from conformance.schema.manifest import bundled_manifests, load_manifest
 
     complete = True
     for manifest_id in args.manifest or bundled_manifests():
         manifest = load_manifest(manifest_id)
-        sent = deterministic_sends(manifest, catalogue_for(manifest).classes, every_arm=not args.canonical_only)
-        result = measure(manifest, sent)
+        classes = catalogue_for(manifest).classes
+        result = measure(manifest, deterministic_sends(manifest, classes, every_arm=not args.canonical_only))
         print(result.render(per_message=args.per_message))
         complete &= not result.uncovered()
+        if not args.canonical_only:  # the EveryEdge instances: (struct, field, position, value class)
+            edges = measure_edges(manifest, edge_sends(manifest, classes))
+            print(edges.render(per_class=args.per_message))
+            complete &= not edges.uncovered()
     return 0 if complete else 1
 
 
 def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
     cov = sub.add_parser("coverage", help="field-arm coverage: does every field of every struct a message can "
-                         "carry, at any depth, take each arm of its type in the deterministic checks? (exit 1 if not)")
+                         "carry, at any depth, take each arm of its type in the deterministic checks? and value-class "
+                         "coverage: does every position take every edge value of each class in the EveryEdge checks? "
+                         "(exit 1 if not)")
     cov.add_argument("--manifest", action="append", default=[], help="only this manifest id; repeatable "
                      "(default: every bundled manifest)")
-    cov.add_argument("--per-message", action="store_true", help="also print covered/required per message")
+    cov.add_argument("--per-message", action="store_true", help="also print covered/required per message "
+                     "(and per value class)")
     cov.add_argument("--canonical-only", action="store_true",
-                     help="count only the canonical variants (without the EveryArm instances)")
+                     help="count only the canonical variants (without the EveryArm and EveryEdge instances)")
     cov.set_defaults(func=_coverage)
 
     schema = sub.add_parser("schema", help="manifest schema tools").add_subparsers(dest="schema_command", required=True)

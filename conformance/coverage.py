@@ -10,6 +10,12 @@ fields are triples of their own, counted once per message whatever the path to t
 
 Arm labels are paths through the type, e.g. for Optional[List[Optional[int]]]:
 "None", "List[].None", "List[].int".
+
+Value-class coverage (`measure_edges`) goes one step further: which (struct, field, position,
+value class) quadruples the EveryEdge instances reach with every value of the class
+(conformance/value_classes.py). A position is a leaf arm ("List[].float", "bool",
+"PickleWrapper") or a container ("List", "List[].Dict"); the None arms of Optionals are
+field-arm coverage's.
 """
 
 from __future__ import annotations
@@ -26,9 +32,11 @@ import torch
 
 from conformance.schema.manifest import Manifest, T
 
-__all__ = ["Coverage", "Triple", "arms", "measure", "reachable", "universe"]
+__all__ = ["Coverage", "EdgeCoverage", "Quad", "Triple", "arms", "class_positions", "edge_positions", "edge_universe",
+           "measure", "measure_edges", "reachable", "universe"]
 
 Triple = tuple[str, str, str]  # (struct, field, arm)
+Quad = tuple[str, str, str, str]  # (struct, field, position, value class)
 
 _SEQUENCES = {"List": "List[]", "Set": "Set[]", "FrozenSet": "FrozenSet[]", "VarTuple": "Tuple[]"}
 
@@ -63,6 +71,54 @@ def arms(t: T, manifest: Manifest, path: str = "") -> list[str]:
     return [_join(path, k)]  # int float str bytes None Any Tensor NDArray
 
 
+def edge_positions(t: T, manifest: Manifest, path: str = "") -> list[tuple[str, T]]:
+    """(label, type node) of every position a value class may fill: leaves, PickleWrapper
+    positions and containers (a struct's own fields are positions of their own)."""
+    k = t.kind
+    if k == "Union":
+        return [p for a in t.args for p in edge_positions(a, manifest, path)]
+    if k in _SEQUENCES:
+        return [(_join(path, k), t), *edge_positions(t.args[0], manifest, _join(path, _SEQUENCES[k]))]
+    if k == "Tuple":
+        return [p for i, a in enumerate(t.args) for p in edge_positions(a, manifest, _join(path, f"Tuple[{i}]"))]
+    if k == "Dict":
+        return [(_join(path, "Dict"), t), *edge_positions(t.args[0], manifest, _join(path, "Dict{key}")),
+                *edge_positions(t.args[1], manifest, _join(path, "Dict{value}"))]
+    if k in ("None", "Literal") or (k == "Ref" and t.name != "PickleWrapper"):
+        return []  # no edge values of their own (enums, Literals, structs, None)
+    return [(_join(path, t.name if k == "Ref" else k), t)]
+
+
+def _hashable_any(label: str, node: T) -> bool:
+    """An Any as a dict key or set item: the instances give it a str (no edge values there)."""
+    return node.kind == "Any" and label.rsplit(".", 1)[0].endswith(("Dict{key}", "Set[]", "FrozenSet[]"))
+
+
+def class_positions(t: T, manifest: Manifest, value_class: Any) -> list[str]:
+    """The labels of the positions of t that a value class fills."""
+    return [label for label, node in edge_positions(t, manifest)
+            if not _hashable_any(label, node) and value_class.applies(node)]
+
+
+def edge_universe(manifest: Manifest, message: str) -> list[Quad]:
+    """Every (struct, field, position, value class) a message must exercise (the PickleWrapper
+    struct's own bytes are the implementation's pickle: no edge values there)."""
+    from conformance.value_classes import CLASSES
+
+    return [(s, f.name, label, vc.name) for s in reachable(manifest, message) if s != "PickleWrapper"
+            for f in manifest.structs[s].fields for vc in CLASSES
+            for label in class_positions(f.type_expr, manifest, vc)]
+
+
+def _required_identities(node: T, class_name: str) -> set[tuple]:
+    from conformance.value_classes import CONTAINER_KINDS, by_name, identity
+
+    vc = by_name(class_name)
+    if node.kind in CONTAINER_KINDS:
+        return {(CONTAINER_KINDS[node.kind], size) for size in vc.sizes if size is not None}
+    return {identity(v) for v in vc.values(node)}
+
+
 def reachable(manifest: Manifest, root: str) -> list[str]:
     """The structs a message can carry at any depth (itself first), each once."""
     seen, todo = [root], [root]
@@ -87,6 +143,13 @@ class _Observer:
     def __init__(self, manifest: Manifest) -> None:
         self.manifest = manifest
         self.seen: set[Triple] = set()
+        #: (struct, field, position) -> identities of the values seen there (value-class coverage)
+        self.values: dict[Triple, set[tuple]] = {}
+
+    def _note(self, where: tuple[str, str], label: str, v: Any) -> None:
+        from conformance.value_classes import identity
+
+        self.values.setdefault((*where, label), set()).add(identity(v))
 
     def struct(self, value: Any, name: str) -> None:
         for f in self.manifest.structs[name].fields:
@@ -105,6 +168,7 @@ class _Observer:
                 hit("None")
         elif k in _SEQUENCES:
             if isinstance(v, (list, tuple, set, frozenset)):
+                self._note(where, _join(path, k), v)
                 for item in v:
                     self._value(item, t.args[0], _join(path, _SEQUENCES[k]), where)
         elif k == "Tuple":
@@ -115,12 +179,14 @@ class _Observer:
                     self._value(item, a, _join(path, f"Tuple[{i}]"), where)
         elif k == "Dict":
             if isinstance(v, dict):
+                self._note(where, _join(path, "Dict"), v)
                 for key, item in v.items():
                     self._value(key, t.args[0], _join(path, "Dict{key}"), where)
                     self._value(item, t.args[1], _join(path, "Dict{value}"), where)
         elif k == "bool":
-            if isinstance(v, bool):
-                hit(f"bool={v}")
+            if isinstance(v, (bool, np.bool_)):
+                hit(f"bool={bool(v)}")
+                self._note(where, _join(path, "bool"), v)
         elif k == "Literal":
             if _literal_match(v, t.values):
                 hit(f"Literal={json.dumps(v)}")
@@ -131,8 +197,13 @@ class _Observer:
             if isinstance(v, msgspec.Struct) and type(v).__name__ == t.name:
                 hit(t.name or "?")
                 self.struct(v, t.name or "?")
-        elif _non_default_leaf(v, k):
-            hit("Array" if k == "Array" else k)
+            elif t.name == "PickleWrapper" and v is not None:  # the object the send wraps
+                self._note(where, _join(path, "PickleWrapper"), v)
+        else:
+            if _matches(v, t):
+                self._note(where, _join(path, k), v)
+            if _non_default_leaf(v, k):
+                hit("Array" if k == "Array" else k)
 
 
 def _literal_match(v: Any, values: Iterable[Any]) -> bool:
@@ -163,11 +234,11 @@ def _matches(v: Any, t: T) -> bool:
     if k == "None":
         return v is None
     if k == "bool":
-        return isinstance(v, bool)
-    if k == "int":
-        return isinstance(v, int) and not isinstance(v, (bool, enum.Enum))
+        return isinstance(v, (bool, np.bool_))
+    if k == "int":  # numpy scalars too: they are in the encoder's input domain (SPEC 3.1)
+        return (isinstance(v, int) and not isinstance(v, (bool, enum.Enum))) or isinstance(v, np.integer)
     if k == "float":
-        return isinstance(v, float)
+        return isinstance(v, (float, np.floating))
     if k == "str":
         return isinstance(v, str) and not isinstance(v, enum.Enum)
     if k == "bytes":
@@ -200,7 +271,10 @@ def _matches(v: Any, t: T) -> bool:
 def _arm_of(v: Any, options: Iterable[T]) -> T | None:
     # Literal before str and Any last: a union's most specific arm claims the value.
     ordered = sorted(options, key=lambda a: (a.kind == "Any", a.kind != "Literal"))
-    return next((a for a in ordered if _matches(v, a)), None)
+    found = next((a for a in ordered if _matches(v, a)), None)
+    if found is None and v is not None:  # an object at a PickleWrapper position, before the send wraps it
+        found = next((a for a in ordered if a.kind == "Ref" and a.name == "PickleWrapper"), None)
+    return found
 
 
 @dataclass
@@ -252,4 +326,69 @@ def measure(manifest: Manifest, sent: Mapping[str, Iterable[Any]]) -> Coverage:
             observer.struct(value, spec.name)
         result.required[spec.name] = universe(manifest, spec.name)
         result.covered[spec.name] = observer.seen & set(result.required[spec.name])
+    return result
+
+
+@dataclass
+class EdgeCoverage:
+    """Covered and uncovered (struct, field, position, value class) quadruples, per message."""
+
+    manifest: Manifest
+    covered: dict[str, set[Quad]] = field(default_factory=dict)
+    required: dict[str, list[Quad]] = field(default_factory=dict)
+
+    def uncovered(self) -> list[tuple[str, Quad]]:
+        return [(m, q) for m in self.required for q in self.required[m] if q not in self.covered[m]]
+
+    def counts(self) -> tuple[int, int]:
+        total = sum(len(r) for r in self.required.values())
+        return total - len(self.uncovered()), total
+
+    def percent(self) -> float:
+        done, total = self.counts()
+        return 100.0 * done / total if total else 100.0
+
+    def by_class(self) -> dict[str, tuple[int, int]]:
+        """value class -> (covered, required) over every message."""
+        out: dict[str, list[int]] = {}
+        for m, quads in self.required.items():
+            for q in quads:
+                entry = out.setdefault(q[3], [0, 0])
+                entry[0] += q in self.covered[m]
+                entry[1] += 1
+        return {name: (done, total) for name, (done, total) in out.items()}
+
+    def render(self, *, per_class: bool = True, limit: int = 200) -> str:
+        lines = []
+        if per_class:
+            for name, (done, total) in self.by_class().items():
+                lines.append(f"{name}: {done}/{total} ({100.0 * done / total if total else 100.0:.1f}%)")
+        missing = self.uncovered()
+        for m, (s, f, position, name) in missing[:limit]:
+            lines.append(f"uncovered: {m}: {s}.{f} [{position}] {name}")
+        if len(missing) > limit:
+            lines.append(f"... and {len(missing) - limit} more uncovered")
+        done, total = self.counts()
+        lines.append(f"value-class coverage of {self.manifest.id}: {done}/{total} ({self.percent():.1f}%), "
+                     f"{len(self.required)} messages, {len(missing)} uncovered")
+        return "\n".join(lines)
+
+
+def measure_edges(manifest: Manifest, sent: Mapping[str, Mapping[str, Iterable[Any]]]) -> EdgeCoverage:
+    """Value-class coverage of {value class: {message: [instance, ...]}}: a quadruple is covered
+    when the instances of its class put every value of the class at that position."""
+    result = EdgeCoverage(manifest)
+    for spec in manifest.messages:
+        required = edge_universe(manifest, spec.name)
+        nodes = {(s, f.name, label): node for s in reachable(manifest, spec.name) if s != "PickleWrapper"
+                 for f in manifest.structs[s].fields for label, node in edge_positions(f.type_expr, manifest)}
+        seen: dict[str, dict[Triple, set[tuple]]] = {}
+        for name in {q[3] for q in required}:
+            observer = _Observer(manifest)
+            for value in sent.get(name, {}).get(spec.name, ()):
+                observer.struct(value, spec.name)
+            seen[name] = observer.values
+        result.required[spec.name] = required
+        result.covered[spec.name] = {q for q in required
+                                     if _required_identities(nodes[q[:3]], q[3]) <= seen[q[3]].get(q[:3], set())}
     return result

@@ -17,6 +17,8 @@ every check the in-process reference passes: that proves the protocol. `--break 
     float32         its encoder writes a float as float 32 wherever the value fits
     int-floats      its encoder writes integral floats (0.0, -0.0, 2.0) as msgpack ints
     drop-defaults   its encoder leaves out a message's trailing fields equal to their defaults
+    nonfinite-nil   its encoder writes non-finite floats inside lists (-inf logprobs, NaN) as nil
+    falsy-wrap-nil  its sender writes nil for a falsy object ({}, [], 0, "") at a PickleWrapper position
 
 `--ops decode,encode` and `--transports msgpack` make it list (and answer) only those, the way a
 testee in another language starts out; checks that need the rest are skipped, naming it. Without
@@ -31,6 +33,7 @@ from __future__ import annotations
 import argparse
 import enum
 import json
+import math
 import os
 import pickle
 import platform
@@ -49,7 +52,7 @@ from reference_impl.pickle_wrapper import map_wrapped
 
 PROTOCOL = 1
 BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame", "float32", "int-floats",
-          "drop-defaults", "accept-all")
+          "drop-defaults", "accept-all", "nonfinite-nil", "falsy-wrap-nil")
 OPS = ("decode", "encode", "http", "receive", "unwrap", "define")
 _LEN = struct.Struct("<I")
 
@@ -93,7 +96,7 @@ def write_message(stream: BinaryIO, message: dict) -> None:
 
 
 # -- byte-rule breaks: what encoders in other languages get wrong ---------------------------
-BYTE_BREAKS = frozenset({"float32", "int-floats", "drop-defaults"})
+BYTE_BREAKS = frozenset({"float32", "int-floats", "drop-defaults", "nonfinite-nil"})
 
 
 def _break_bytes(data: bytes, obj: Any, breaks: set[str]) -> bytes:
@@ -113,7 +116,16 @@ def _break_bytes(data: bytes, obj: Any, breaks: set[str]) -> bytes:
             return wire_form.Item("float32", node.value)
         return node
 
+    def nil_non_finite(node: wire_form.Item) -> wire_form.Item:
+        # an array that is no struct (a struct's first element is its tag, a str)
+        if node.kind != "array" or not node.items or node.items[0].kind == "str":
+            return node
+        return wire_form.Item("array", items=tuple(
+            wire_form.Item("nil") if i.kind == "float64" and not math.isfinite(i.value) else i for i in node.items))
+
     item = wire_form.rewrite(item, narrow)
+    if "nonfinite-nil" in breaks:
+        item = wire_form.rewrite(item, nil_non_finite)
     if "drop-defaults" in breaks and isinstance(obj, msgspec.Struct) and item.kind == "array":
         item = wire_form.Item("array", items=item.items[:len(item.items) - trailing_defaults(obj)])
     return wire_form.write(item)
@@ -231,6 +243,8 @@ class Testee:
             obj = from_view(json.loads(request["view"]), self.classes)
         except (ViewError, ValueError, KeyError) as exc:
             raise ParseError(f"bad JSON view: {exc}") from None
+        if "falsy-wrap-nil" in self.breaks:  # a truthiness test where the sender wraps
+            map_wrapped(obj, lambda v, s, p: v if isinstance(v, io_struct.PickleWrapper) or _truthy(v) else None)
         if "pickle" not in self.transports:  # then it cannot pickle either, as a non-Python testee
             unwrapped = _objects_to_wrap(obj)
             if unwrapped:
@@ -307,6 +321,13 @@ class Testee:
             answer.update(result="runtime_error",
                           message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
         return answer
+
+
+def _truthy(value: Any) -> bool:
+    try:
+        return bool(value)
+    except Exception:  # noqa: BLE001 - arrays have no single truth value: a careless sender wraps them
+        return True
 
 
 def _objects_to_wrap(obj: Any) -> list[str]:

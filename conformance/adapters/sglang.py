@@ -62,6 +62,9 @@ class SGLangAdapter(Adapter):
             value = self._io.unwrap_from_pickle(obj)
             if hasattr(value, "unwrap_pickle_fields"):
                 value.unwrap_pickle_fields()
+            elif _batch_of_requests(value):  # the scheduler's request receiver: each sub-request
+                for sub_request in value.batch:
+                    sub_request.unwrap_pickle_fields()
             else:  # outputs: receivers call unwrap_from_pickle on each such field
                 for name in _wrapper_fields(type(value), self._io.PickleWrapper):
                     setattr(value, name, self._io.unwrap_from_pickle(getattr(value, name)))
@@ -111,11 +114,20 @@ def _wrapped_copy(obj: Any, io: Any) -> Any:
     if hasattr(clone, "wrap_pickle_fields"):
         clone.wrap_pickle_fields()
         return clone
+    if _batch_of_requests(clone):  # the tokenizer manager wraps each request, then batches them
+        clone.batch = [_wrapped_copy(item, io) for item in clone.batch]
+        return clone
     for name in _wrapper_fields(type(obj), io.PickleWrapper):
         value = getattr(clone, name)
         if value is not None and not isinstance(value, io.PickleWrapper):
             setattr(clone, name, io.wrap_as_pickle(value))
     return clone
+
+
+def _batch_of_requests(obj: Any) -> bool:
+    """A batched tokenized input: its sub-requests wrap and unwrap their own fields."""
+    batch = getattr(obj, "batch", None)
+    return isinstance(batch, list) and bool(batch) and all(hasattr(r, "wrap_pickle_fields") for r in batch)
 
 
 def _wrapper_fields(cls: type, wrapper: type) -> list[str]:

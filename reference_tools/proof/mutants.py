@@ -835,6 +835,77 @@ class CustomTypesNotInUnion(Mutant):
 
 
 
+# -- edge values (EveryEdge) ----------------------------------------------------------------
+class NonFiniteInListsAsNil(_WireNodes):
+    """Non-finite floats inside lists (a masked token's -inf logprob, a NaN entropy) are written
+    as nil (R-VAL-2, R-NONE-1)."""
+
+    def node(self, value: Any) -> Any:
+        if isinstance(value, list) and not _is_tag_array(value) \
+                and any(type(v) is float and not math.isfinite(v) for v in value):
+            return [None if type(v) is float and not math.isfinite(v) else v for v in value]
+        return value
+
+
+def _truthy(value: Any) -> bool:
+    try:
+        return bool(value)
+    except Exception:  # noqa: BLE001 - arrays and tensors have no single truth value: the helper would wrap them
+        return True
+
+
+class FalsyOpaqueValuesSentAsNone(Mutant):
+    """The wrapping helper tests truthiness (``if value:``): empty time stats or customized
+    info ({}, [], 0, "", False) are sent as None instead of wrapped (R-PW-1)."""
+
+    kind = "wrapper"
+
+    def _wrap(self, value: Any) -> Any:
+        from reference_impl.pickle_wrapper import wrap
+
+        if isinstance(value, self._module.PickleWrapper):
+            return value
+        return wrap(value) if _truthy(value) else None
+
+    def wrap(self, obj: Any) -> Any:
+        with patched(self._codec, "wrap", self._wrap):
+            return super().wrap(obj)
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        with patched(self._codec, "wrap", self._wrap):
+            return super().encode(obj, transport)
+
+
+class NumpyBoolEncodedAsInt(Mutant):
+    """The encode hook's numpy scalar branches are merged: np.bool_ takes the np.integer branch
+    and a bool field is written 0/1 (SPEC 3.1, R-VAL-7)."""
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        from reference_impl import ext
+
+        original = ext.enc_hook
+
+        def merged(value: Any) -> Any:
+            return int(value) if isinstance(value, (np.integer, np.bool_)) else original(value)
+        with patched(ext, "enc_hook", merged):
+            return super().encode(obj, transport)
+
+
+class NumpyFloatsRoundedToShortest(Mutant):
+    """The encode hook turns a numpy float into the float of its shortest text (``float(str(x))``):
+    np.float32(0.1) arrives as 0.1, not as the float64 of its value (SPEC 3.1, R-VAL-8)."""
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        from reference_impl import ext
+
+        original = ext.enc_hook
+
+        def textual(value: Any) -> Any:
+            return float(str(value)) if isinstance(value, np.floating) else original(value)
+        with patched(ext, "enc_hook", textual):
+            return super().encode(obj, transport)
+
+
 class NoBug(_WireNodes):
     """Control, not a mutant: every message goes through the untyped read and the writer
     unchanged, so a caught mutant is caught for its bug, not for the rewriting."""
