@@ -38,6 +38,14 @@ def run_of(config: pytest.Config, *, start: bool = True) -> Optional[Conformance
     return run
 
 
+def known_triggers(config: pytest.Config, check_id: str) -> tuple[str, ...]:
+    """The triggers of the known defects the expected-failure list names for a check (its
+    cause lines' ``trigger:``): what a Generated check leaves out of its draws."""
+    run = run_of(config, start=False)
+    listing = run.expectations.get(check_id) if run is not None else None
+    return listing.triggers if listing is not None else ()
+
+
 def _run(config: pytest.Config) -> ConformanceRun:
     run = run_of(config)
     assert run is not None
