@@ -67,7 +67,8 @@ def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
         return
     if isinstance(a, float):
         if struct.pack("<d", a) != struct.pack("<d", b):
-            out.append(f"{path}: expected {a!r}, got {b!r}")
+            shown = (repr(a), repr(b)) if repr(a) != repr(b) else (f"{a!r} ({_hex(a)})", f"{b!r} ({_hex(b)})")
+            out.append(f"{path}: expected {shown[0]}, got {shown[1]}")
     elif isinstance(a, (list, tuple)):
         if len(a) != len(b):
             out.append(f"{path}: expected {len(a)} items, got {len(b)}")
@@ -110,6 +111,11 @@ def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
             out.append(f"{path}: expected {a!r}, got {b!r}")
     elif a != b:
         out.append(f"{path}: expected {_short(a)}, got {_short(b)}")
+
+
+def _hex(value: float) -> str:
+    """The float's bits: NaNs with other payloads or signs print alike."""
+    return "0x" + struct.pack(">d", value).hex()
 
 
 def _identity(value: Any) -> Any:

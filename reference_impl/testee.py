@@ -17,6 +17,7 @@ every check the in-process reference passes: that proves the protocol. `--break 
     float32         its encoder writes a float as float 32 wherever the value fits
     int-floats      its encoder writes integral floats (0.0, -0.0, 2.0) as msgpack ints
     drop-defaults   its encoder leaves out a message's trailing fields equal to their defaults
+    trailing-byte   its encoder writes a nil after each msgpack message (its own decoder refuses it)
 
 `--ops decode,encode` and `--transports msgpack` make it list (and answer) only those, the way a
 testee in another language starts out; checks that need the rest are skipped, naming it. Without
@@ -49,7 +50,7 @@ from reference_impl.pickle_wrapper import map_wrapped
 
 PROTOCOL = 1
 BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame", "float32", "int-floats",
-          "drop-defaults", "accept-all")
+          "drop-defaults", "accept-all", "trailing-byte")
 OPS = ("decode", "encode", "http", "receive", "unwrap", "define")
 _LEN = struct.Struct("<I")
 
@@ -197,6 +198,8 @@ class Testee:
             raise SerializeError(str(exc)) from None
         if "flip-byte" in self.breaks and transport == "msgpack" and data:
             data = data[:-1] + bytes([data[-1] ^ 0x01])
+        if "trailing-byte" in self.breaks and transport == "msgpack":
+            data += b"\xc0"  # a nil after the message: its own strict decoder refuses it (R-MSG-11)
         if transport == "msgpack" and self.breaks & BYTE_BREAKS:
             data = _break_bytes(data, obj, self.breaks)
         return data

@@ -51,8 +51,11 @@ def test_value_extremes_round_trip(ipc, struct, transport):
         diffs = differences(_with_extremes(ipc, struct, index), ipc.adapter.decode(data, transport))
         if diffs:
             sent = _with_extremes(ipc, struct, index)
-            raise_failure(Failure(f"{struct} with 64-bit extremes changed crossing {transport}",
-                                  "R-VAL-1, R-VAL-2", round_trip_step(ipc, sent, data, transport), diffs, data, sent,
+            field = diffs[0][2:].split(":")[0].split(".")[0].split("[")[0]  # '$.name: ...' -> name
+            kind = ipc.manifest.structs[struct].field(field).type if field in sent.__struct_fields__ else ""
+            requirement = "R-VAL-2 (float bits)" if kind in FLOAT_FIELDS else "R-VAL-1 (64-bit ints)"
+            raise_failure(Failure(f"{struct} with 64-bit extremes changed crossing {transport}", requirement,
+                                  round_trip_step(ipc, sent, data, transport), diffs, data, sent,
                                   notes=[f"extremes: ints {INTS[index % len(INTS)]}, floats "
                                          f"{FLOATS[index % len(FLOATS)]!r} (bits "
                                          f"{struct_module.pack('>d', FLOATS[index % len(FLOATS)]).hex()})"]), ipc)
