@@ -111,5 +111,5 @@ def _judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: 
     else:
         # Keep the actual error in front: the list only tells what was expected instead.
         listed = f"(listed in {run.expectations_path} as failing with: {expected.describe()})"
-        report.ipc_message = f"{message_of(report)} {listed}"
+        report.ipc_message = f"{message_of(report)}\n  {listed}"
         report.longrepr = f"{report.longrepr}\n{listed}"
