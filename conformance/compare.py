@@ -1,9 +1,11 @@
 """Exact, type-aware comparison of decoded values.
 
 tuple is not list, int is not float, floats compare bitwise (NaN equals NaN,
--0.0 differs from 0.0); tensors by dtype, shape, device, requires_grad and
+-0.0 differs from 0.0: SPEC §3 keeps the bit pattern of every float64), wherever they
+are: values, dict keys, set members; tensors by dtype, shape, device, requires_grad and
 bytes; numpy by dtype, shape and bytes; array.array by typecode and bytes.
 Structs of two implementations compare by tag and fields, enums by name and value.
+A faithful copy (copy.deepcopy, a pickle round trip) never differs from its original.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
         return
     if isinstance(a, float):
         if struct.pack("<d", a) != struct.pack("<d", b):
-            out.append(f"{path}: expected {a!r}, got {b!r}")
+            shown = (repr(a), repr(b)) if repr(a) != repr(b) else (f"{a!r} ({_hex(a)})", f"{b!r} ({_hex(b)})")
+            out.append(f"{path}: expected {shown[0]}, got {shown[1]}")
     elif isinstance(a, (list, tuple)):
         if len(a) != len(b):
             out.append(f"{path}: expected {len(a)} items, got {len(b)}")
@@ -73,14 +76,18 @@ def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
         for i, (x, y) in enumerate(zip(a, b)):
             _diff(x, y, f"{path}[{i}]", out)
     elif isinstance(a, dict):
-        if list(a) != list(b):
-            if set(map(repr, a)) != set(map(repr, b)):
+        # Keys are matched by identity (bits for floats), not ==: a NaN key is never == the
+        # NaN key of a copy, and -0.0 == 0.0 although they are different values.
+        ka, kb = [_identity(k) for k in a], [_identity(k) for k in b]
+        if ka != kb:
+            if sorted(map(repr, ka)) != sorted(map(repr, kb)):
                 out.append(f"{path}: keys {sorted(map(repr, a))} != {sorted(map(repr, b))}")
                 return
             out.append(f"{path}: key order {list(a)!r} != {list(b)!r}")
-        for key in a:
-            if key in b:
-                _diff(a[key], b[key], f"{path}[{key!r}]", out)
+        by_identity = dict(zip(kb, b))
+        for ident, key in zip(ka, a):
+            if ident in by_identity:
+                _diff(a[key], b[by_identity[ident]], f"{path}[{key!r}]", out)
     elif isinstance(a, torch.Tensor):
         _diff_tensor(a, b, path, out)
     elif isinstance(a, np.ndarray):
@@ -97,10 +104,32 @@ def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
         if a.code != b.code or bytes(a.data) != bytes(b.data):
             out.append(f"{path}: ext {a.code} differs from ext {b.code}")
     elif isinstance(a, (set, frozenset)):
-        if a != b:
+        if sorted(repr(_identity(x)) for x in a) != sorted(repr(_identity(x)) for x in b):
+            out.append(f"{path}: expected {a!r}, got {b!r}")
+    elif isinstance(a, complex):
+        if struct.pack("<dd", a.real, a.imag) != struct.pack("<dd", b.real, b.imag):
             out.append(f"{path}: expected {a!r}, got {b!r}")
     elif a != b:
         out.append(f"{path}: expected {_short(a)}, got {_short(b)}")
+
+
+def _hex(value: float) -> str:
+    """The float's bits: NaNs with other payloads or signs print alike."""
+    return "0x" + struct.pack(">d", value).hex()
+
+
+def _identity(value: Any) -> Any:
+    """What a dict key or set member is, for matching: floats by their bits (NaN is NaN,
+    -0.0 is not 0.0), tuples and frozensets item by item, anything else by type and value."""
+    if type(value) is float:
+        return ("float", struct.pack("<d", value))
+    if type(value) is complex:
+        return ("complex", struct.pack("<dd", value.real, value.imag))
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return (type(value).__name__, tuple(_identity(v) for v in value))
+    if isinstance(value, frozenset):
+        return ("frozenset", tuple(sorted((repr(_identity(v)) for v in value))))
+    return (_kind(value), value)
 
 
 def _diff_tensor(a: torch.Tensor, b: torch.Tensor, path: str, out: list[str]) -> None:

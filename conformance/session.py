@@ -62,12 +62,17 @@ class Session:
         """Strategies from the implementation's own field types, drawing its own classes.
         A fresh builder per check, so what one check draws never depends on the checks
         that ran before it (the selection must not change verdicts)."""
+        return self.strategies_without(())
+
+    def strategies_without(self, triggers: Any) -> Any:
+        """`strategies`, drawing none of the values of `triggers` (known defects' triggers,
+        conformance/expectations)."""
         import torch
 
         from conformance.strategies import StrategyBuilder
 
         devices = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
-        return StrategyBuilder(self.live_manifest, self.classes, devices=devices)
+        return StrategyBuilder(self.live_manifest, self.classes, devices=devices, exclude=triggers)
 
     def pickle_residue(self) -> dict[str, Any]:
         """Fields that still travel as PickleWrapper or Any, and (when the implementation

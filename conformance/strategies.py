@@ -4,14 +4,22 @@
 implementation's class. Overrides: by type expression ("Tensor", "Array[q]",
 "SamplingParams") or by field ("BatchTokenIDOutput.decode_ids"), via
 `register_override` or the builder's `overrides` argument.
+
+`exclude` names triggers of known defects (conformance/expectations: a cause line's
+``trigger: ...``) that the builder never draws, so a search listed for one known defect goes
+on finding others instead of shrinking to that defect's example. The vocabulary is
+`expectations.TRIGGERS`: ``ndarray-0d``, ``tensor-0d``, ``ndarray-dtype:<glob>``,
+``tensor-dtype:<glob>`` (dtype names as numpy / torch print them, e.g. ``float8_*``),
+``float-nan``, ``float-inf``.
 """
 
 from __future__ import annotations
 
 import array
 import enum
+import fnmatch
 import math
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 import torch
@@ -42,12 +50,17 @@ NUMPY_DTYPES = [np.dtype(x) for x in ("<f4", "<f8", "<f2", "<i8", "<i4", "|i1", 
 shapes = st.lists(st.integers(0, 4), min_size=0, max_size=3).map(tuple)
 
 
+def _shapes(min_dims: int) -> st.SearchStrategy:
+    return shapes if not min_dims else st.lists(st.integers(0, 4), min_size=min_dims, max_size=3).map(tuple)
+
+
 @st.composite
-def tensors(draw: Callable, devices: tuple[str, ...] = ("cpu",)) -> torch.Tensor:
+def tensors(draw: Callable, devices: tuple[str, ...] = ("cpu",), dtypes: Sequence[torch.dtype] = TORCH_DTYPES,
+            min_dims: int = 0) -> torch.Tensor:
     """Any dtype (bf16, fp8 too), 0-d/empty shapes, random bits; sometimes a non-contiguous
     transpose or a sliced view of a bigger tensor; on CUDA too when available."""
-    dtype = draw(st.sampled_from(TORCH_DTYPES))
-    shape = draw(shapes)
+    dtype = draw(st.sampled_from(list(dtypes)))
+    shape = draw(_shapes(min_dims))
     extra = draw(st.integers(0, 2))  # rows the view will drop
     full = (shape[0] + extra,) + shape[1:] if shape else shape
     n = math.prod(full) * dtype.itemsize
@@ -63,9 +76,9 @@ def tensors(draw: Callable, devices: tuple[str, ...] = ("cpu",)) -> torch.Tensor
 
 
 @st.composite
-def ndarrays(draw: Callable) -> np.ndarray:
-    dtype = draw(st.sampled_from(NUMPY_DTYPES))
-    shape = draw(shapes)
+def ndarrays(draw: Callable, dtypes: Sequence[np.dtype] = NUMPY_DTYPES, min_dims: int = 0) -> np.ndarray:
+    dtype = draw(st.sampled_from(list(dtypes)))
+    shape = draw(_shapes(min_dims))
     n = math.prod(shape) * dtype.itemsize
     arr = np.frombuffer(draw(st.binary(min_size=n, max_size=n)), dtype=np.uint8).view(dtype).reshape(shape).copy()
     if dtype.kind == "b":
@@ -80,12 +93,12 @@ _ARRAY_RANGES = {"b": (-128, 127), "B": (0, 255), "h": (-2**15, 2**15 - 1), "H":
                  "L": (0, 2**64 - 1), "q": (-2**63, 2**63 - 1), "Q": (0, 2**64 - 1)}
 
 
-def arrays(typecode: Optional[str]) -> st.SearchStrategy:
+def arrays(typecode: Optional[str], nan: bool = True, inf: bool = True) -> st.SearchStrategy:
     codes = [typecode] if typecode else list(_ARRAY_RANGES) + ["f", "d"]
 
     def build(code: str) -> st.SearchStrategy:
         if code in ("f", "d"):
-            items = st.floats(width=32 if code == "f" else 64)
+            items = st.floats(width=32 if code == "f" else 64, allow_nan=nan, allow_infinity=inf)
         else:
             items = st.integers(*_ARRAY_RANGES[code])
         return st.lists(items, max_size=8).map(lambda xs: array.array(code, xs))
@@ -93,21 +106,52 @@ def arrays(typecode: Optional[str]) -> st.SearchStrategy:
     return st.sampled_from(codes).flatmap(build)
 
 
-def json_like() -> st.SearchStrategy:
+def json_like(floats: Optional[st.SearchStrategy] = None) -> st.SearchStrategy:
     """What an `Any` field can carry through msgpack unchanged: no tuples, str keys."""
-    leaves = st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | st.floats() | st.text(max_size=8)
+    floats = st.floats() if floats is None else floats
+    leaves = st.none() | st.booleans() | st.integers(-2**63, 2**64 - 1) | floats | st.text(max_size=8)
     return st.recursive(leaves, lambda inner: st.lists(inner, max_size=3)
                         | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)
 
 
+def _name(dtype: Any) -> str:
+    return str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else np.dtype(dtype).name
+
+
+def _without(dtypes: Sequence[Any], globs: list[str]) -> list[Any]:
+    kept = [d for d in dtypes if not any(fnmatch.fnmatchcase(_name(d), g) for g in globs)]
+    if not kept:
+        raise ValueError(f"the excluded dtypes {globs} leave no dtype to draw")
+    return kept
+
+
 class StrategyBuilder:
     def __init__(self, manifest: Manifest, classes: Mapping[str, type],
-                 overrides: Optional[Mapping[str, st.SearchStrategy]] = None, devices: tuple[str, ...] = ("cpu",)):
+                 overrides: Optional[Mapping[str, st.SearchStrategy]] = None, devices: tuple[str, ...] = ("cpu",),
+                 exclude: Iterable[str] = ()):
         self.manifest = manifest
         self.classes = classes
         self.overrides = {**_OVERRIDES, **(overrides or {})}
         self.devices = devices
+        self.exclude = frozenset(exclude)
+        unknown = [t for t in self.exclude if not _known_trigger(t)]
+        if unknown:
+            raise ValueError(f"unknown triggers {sorted(unknown)}: see conformance.expectations.TRIGGERS")
         self._cache: dict[tuple[str, int], st.SearchStrategy] = {}
+
+    def _globs(self, prefix: str) -> list[str]:
+        return [t[len(prefix):] for t in self.exclude if t.startswith(prefix)]
+
+    def _floats(self) -> st.SearchStrategy:
+        return st.floats(allow_nan="float-nan" not in self.exclude, allow_infinity="float-inf" not in self.exclude)
+
+    def _tensors(self) -> st.SearchStrategy:
+        return tensors(self.devices, _without(TORCH_DTYPES, self._globs("tensor-dtype:")),
+                       min_dims=int("tensor-0d" in self.exclude))
+
+    def _ndarrays(self) -> st.SearchStrategy:
+        return ndarrays(_without(NUMPY_DTYPES, self._globs("ndarray-dtype:")),
+                        min_dims=int("ndarray-0d" in self.exclude))
 
     def for_struct(self, name: str, depth: int = 0) -> st.SearchStrategy:
         key = (name, min(depth, MAX_DEPTH + 1))
@@ -148,19 +192,19 @@ class StrategyBuilder:
             inner = st.one_of([self.for_type(a, depth) for a in arms])
             return st.none() | inner if t.is_optional else inner
         simple = {
-            "bool": st.booleans(), "int": st.integers(-2**63, 2**64 - 1), "float": st.floats(),
-            "str": st.text(max_size=12), "bytes": st.binary(max_size=16), "Any": json_like(),
+            "bool": st.booleans(), "int": st.integers(-2**63, 2**64 - 1), "float": self._floats(),
+            "str": st.text(max_size=12), "bytes": st.binary(max_size=16), "Any": json_like(self._floats()),
         }
         if k in simple:
             return simple[k]
         if k == "Literal":
             return st.sampled_from(t.values)
         if k == "Tensor":
-            return tensors(self.devices)
+            return self._tensors()
         if k == "NDArray":
-            return ndarrays()
+            return self._ndarrays()
         if k == "Array":
-            return arrays(t.name)
+            return arrays(t.name, nan="float-nan" not in self.exclude, inf="float-inf" not in self.exclude)
         if k == "Ref":
             target = self.classes[t.name]
             if isinstance(target, type) and issubclass(target, enum.Enum):
@@ -182,6 +226,12 @@ class StrategyBuilder:
             keys = self.for_type(t.args[0], depth + 1).filter(hashable)
             return st.dictionaries(keys, self.for_type(t.args[1], depth + 1), max_size=size)
         raise ValueError(f"no strategy for type {t!r}")
+
+
+def _known_trigger(trigger: str) -> bool:
+    from conformance.expectations import known_trigger
+
+    return known_trigger(trigger)
 
 
 _REFUSED = object()

@@ -19,6 +19,7 @@ every check the in-process reference passes: that proves the protocol. `--break 
     drop-defaults   its encoder leaves out a message's trailing fields equal to their defaults
     nonfinite-nil   its encoder writes non-finite floats inside lists (-inf logprobs, NaN) as nil
     falsy-wrap-nil  its sender writes nil for a falsy object ({}, [], 0, "") at a PickleWrapper position
+    trailing-byte   its encoder writes a nil after each msgpack message (its own decoder refuses it)
 
 `--ops decode,encode` and `--transports msgpack` make it list (and answer) only those, the way a
 testee in another language starts out; checks that need the rest are skipped, naming it. Without
@@ -52,7 +53,7 @@ from reference_impl.pickle_wrapper import map_wrapped
 
 PROTOCOL = 1
 BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame", "float32", "int-floats",
-          "drop-defaults", "accept-all", "nonfinite-nil", "falsy-wrap-nil")
+          "drop-defaults", "accept-all", "nonfinite-nil", "falsy-wrap-nil", "trailing-byte")
 OPS = ("decode", "encode", "http", "receive", "unwrap", "define")
 _LEN = struct.Struct("<I")
 
@@ -209,6 +210,8 @@ class Testee:
             raise SerializeError(str(exc)) from None
         if "flip-byte" in self.breaks and transport == "msgpack" and data:
             data = data[:-1] + bytes([data[-1] ^ 0x01])
+        if "trailing-byte" in self.breaks and transport == "msgpack":
+            data += b"\xc0"  # a nil after the message: its own strict decoder refuses it (R-MSG-11)
         if transport == "msgpack" and self.breaks & BYTE_BREAKS:
             data = _break_bytes(data, obj, self.breaks)
         return data

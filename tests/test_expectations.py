@@ -98,7 +98,9 @@ def test_a_listed_check_failing_otherwise_reports_its_actual_error(tmp_path):
     message = records["Required.RoundTrip.AbortReq.Identical.pickle.typical"]["message"]
     assert message.startswith("AssertionError: AbortReq (typical) changed crossing pickle at $.weight_versions: "), \
         message
-    assert message.endswith("as failing with: a message starting 'AssertionError: AbortReq (typical) changed crossing "
+    judged, _, replay = message.partition("\n  replay: ")
+    assert replay.startswith(f"ipc-conformance run --impl '{DROP_FIELD}'"), message
+    assert judged.endswith("as failing with: a message starting 'AssertionError: AbortReq (typical) changed crossing "
                             "pickle at $.rid' or cause 'rid lost' (first line containing 'at $.rid:'))"), message
     assert "changed crossing msgpack at $.weight_versions: expected list" in proc.stdout
 

@@ -6,12 +6,22 @@ Two kinds of line (``#`` starts a comment; blank lines are ignored):
     One check. It is an expected failure when it fails with a message starting with the
     prefix (any message when there is none).
 
-``cause: <cause> | <message> | <check-id glob> [<check-id glob> ...]``
+``cause: <cause> | <message> | <check-id glob> [<check-id glob> ...] [| trigger: <trigger> ...]``
     One known defect, listed once by its cause, for every check it breaks. A check whose
     id matches a glob (``*`` any run of characters, dots too; ``?`` one; ``[..]`` a set) is
     an expected failure when the FIRST line of its failure message contains ``<message>``
     (``re:<regex>``: the regex is searched for in that line instead). A ``#`` on a cause
     line is part of it. A check may be matched by several causes; any of them explains it.
+    The optional last part names the values that set the defect off (``TRIGGERS``): a
+    Generated check the cause covers never draws them, so hypothesis goes on searching for
+    other defects instead of shrinking to this one's example (the check then passes, which
+    is only noted). Lines without it keep their meaning.
+
+A failure is judged difference by difference: when a check's failure lists several differing
+paths (the suite's failure messages carry them, conformance/suite/failure.py), it is an
+expected failure only when EVERY difference is explained by the check's own line or a cause
+(each difference judged as the first line it would have had alone); an unexplained one fails
+the run and is named. A known defect never hides a new one in the same check.
 
 A listed check (by id or by a cause's glob) that passes fails the run, so a list can never
 go stale, except a Generated one: a search that met no counterexample is only noted. A
@@ -30,6 +40,24 @@ from typing import Iterable, Optional
 
 HERE = Path(__file__).resolve().parent
 CAUSE = "cause:"
+TRIGGER = "trigger:"
+
+#: What a cause's ``trigger:`` may name (conformance/strategies.py draws none of them for the
+#: Generated checks the cause covers). A name ending in ':' takes a glob after it.
+TRIGGERS: dict[str, str] = {
+    "ndarray-0d": "a 0-d numpy array",
+    "tensor-0d": "a 0-d tensor",
+    "ndarray-dtype:": "numpy arrays of the dtypes the glob matches (numpy's names: float32, bool, ...)",
+    "tensor-dtype:": "tensors of the dtypes the glob matches (torch's names: float8_e4m3fn, bfloat16, ...)",
+    "float-nan": "NaN floats (lists, maps, arrays and Any values too)",
+    "float-inf": "infinite floats (lists, maps, arrays and Any values too)",
+}
+
+
+def known_trigger(trigger: str) -> bool:
+    if trigger in TRIGGERS and not trigger.endswith(":"):
+        return True
+    return any(t.endswith(":") and trigger.startswith(t) and len(trigger) > len(t) for t in TRIGGERS)
 
 
 @dataclass(frozen=True)
@@ -59,6 +87,7 @@ class Cause:
     message: str
     globs: tuple[str, ...]
     text: str = ""  # the line as written, kept by --fix-expectations
+    triggers: tuple[str, ...] = ()  # values a Generated check it covers no longer draws
 
     def covers(self, check_id: str) -> bool:
         return any(fnmatch.fnmatchcase(check_id, g) for g in self.globs)
@@ -88,6 +117,25 @@ class Listing:
             return self.own.reason or "listed in the expected-failure list"
         return next((c.cause for c in self.causes if c.matches(message)), None)
 
+    def explains_each(self, lines: Iterable[str]) -> tuple[Optional[str], list[str]]:
+        """Judge a failure difference by difference (`lines`: the first line each difference
+        would have had alone): (the reasons joined, when every one is explained, else None;
+        the lines nothing explains)."""
+        reasons: list[str] = []
+        unexplained: list[str] = []
+        for line in lines:
+            reason = self.explains(line)
+            if reason is None:
+                unexplained.append(line)
+            elif reason not in reasons:
+                reasons.append(reason)
+        return ("; ".join(reasons) if reasons and not unexplained else None), unexplained
+
+    @property
+    def triggers(self) -> tuple[str, ...]:
+        """The triggers of every cause covering this check."""
+        return tuple(dict.fromkeys(t for c in self.causes for t in c.triggers))
+
     def describe(self) -> str:
         parts = ([self.own.describe()] if self.own else []) + [c.describe() for c in self.causes]
         return " or ".join(parts)
@@ -113,16 +161,23 @@ class ExpectationsError(ValueError):
 
 def _cause(raw: str, where: str) -> Cause:
     parts = [p.strip() for p in raw.strip()[len(CAUSE):].split("|")]
+    triggers: tuple[str, ...] = ()
+    if len(parts) > 3 and parts[-1].startswith(TRIGGER):
+        triggers = tuple(parts.pop()[len(TRIGGER):].split())
+        unknown = [t for t in triggers if not known_trigger(t)]
+        if not triggers or unknown:
+            raise ExpectationsError(f"{where}: unknown trigger(s) {unknown or '(none given)'}; a trigger is one of "
+                                    f"{', '.join(t + ('<glob>' if t.endswith(':') else '') for t in TRIGGERS)}")
     if len(parts) < 3 or not parts[0] or not parts[1] or not parts[-1].split():
-        raise ExpectationsError(f"{where}: a cause line reads 'cause: <cause> | <message> | <check-id glob> ...', "
-                                f"got {raw.strip()!r}")
+        raise ExpectationsError(f"{where}: a cause line reads 'cause: <cause> | <message> | <check-id glob> ... "
+                                f"[| trigger: <trigger> ...]', got {raw.strip()!r}")
     message = "|".join(parts[1:-1])  # a '|' inside the message (e.g. a regex alternation)
     if message.startswith("re:"):
         try:
             re.compile(message[3:])
         except re.error as exc:
             raise ExpectationsError(f"{where}: bad regex {message[3:]!r}: {exc}") from None
-    return Cause(parts[0], message, tuple(parts[-1].split()), raw.strip())
+    return Cause(parts[0], message, tuple(parts[-1].split()), raw.strip(), triggers)
 
 
 def parse(text: str, source: str = "<expectations>") -> Expectations:
@@ -156,7 +211,8 @@ def write(path: Path, failures: dict[str, str], previous: Expectations, header: 
     """Rewrite the list from this run's failures: cause lines kept as written, per-check
     lines for the failures no cause explains (known reasons and prefixes kept)."""
     lines = [f"# {header}", "# <check id> [| <message prefix>] [# reason]",
-             "# cause: <cause> | <message in the first line, or re:<regex>> | <check-id glob> ..."]
+             "# cause: <cause> | <message in the first line, or re:<regex>> | <check-id glob> ... "
+             "[| trigger: <trigger> ...]"]
     lines += [c.text for c in previous.causes]
     for check_id in sorted(failures):
         if any(c.covers(check_id) and c.matches(failures[check_id]) for c in previous.causes):

@@ -38,6 +38,14 @@ def run_of(config: pytest.Config, *, start: bool = True) -> Optional[Conformance
     return run
 
 
+def known_triggers(config: pytest.Config, check_id: str) -> tuple[str, ...]:
+    """The triggers of the known defects the expected-failure list names for a check (its
+    cause lines' ``trigger:``): what a Generated check leaves out of its draws."""
+    run = run_of(config, start=False)
+    listing = run.expectations.get(check_id) if run is not None else None
+    return listing.triggers if listing is not None else ()
+
+
 def _run(config: pytest.Config) -> ConformanceRun:
     run = run_of(config)
     assert run is not None
@@ -92,11 +100,18 @@ class RunHooks:
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         """E2E checks are opt-in (--ipc-e2e): without it they are deselected, so the default
-        run stays fast."""
-        e2e = [item for item in items if item.get_closest_marker("ipc_e2e") is not None]
-        if e2e and not self.run.options["e2e"]:
-            self.config.hook.pytest_deselected(items=e2e)
-            items[:] = [item for item in items if item.get_closest_marker("ipc_e2e") is None]
+        run stays fast. A check with no case in this run (an empty parametrization, e.g. the
+        Peer checks without --peer) is deselected too: pytest would run it as one skipped
+        'NOTSET' test that is no check, and its skip count would differ from the run's."""
+        def unwanted(item: pytest.Item) -> bool:
+            if item.get_closest_marker("ipc_e2e") is not None and not self.run.options["e2e"]:
+                return True
+            return item.get_closest_marker("ipc_check") is not None and check_id_of(item.nodeid) is None
+
+        dropped = [item for item in items if unwanted(item)]
+        if dropped:
+            self.config.hook.pytest_deselected(items=dropped)
+            items[:] = [item for item in items if not unwanted(item)]
 
     def pytest_sessionstart(self) -> None:
         """A user's mistake (an unknown --impl or manifest, a testee that does not start) ends

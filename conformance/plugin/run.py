@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from collections import Counter
 from functools import cached_property
 from pathlib import Path
@@ -28,6 +29,13 @@ if TYPE_CHECKING:
 COLLECTION_CHECK = "Required.Harness.Collection.Collects"
 
 
+def _quote(word: str) -> str:
+    """A shell word, quoted only when it needs it."""
+    import shlex
+
+    return word if re.fullmatch(r"[A-Za-z0-9_.:/=@+-]+", word) else shlex.quote(word)
+
+
 class ConformanceRun:
     def __init__(self, values: dict[str, Any]) -> None:
         self.options = values
@@ -43,6 +51,19 @@ class ConformanceRun:
         """The flag its user typed: --strict for `ipc-conformance run`, --ipc-strict under pytest."""
         option = options.BY_DEST[name.replace("-", "_")]
         return option.cli_flag if self.via_cli else option.pytest_flag
+
+    def replay_command(self, check_id: str) -> str:
+        """The command that runs check `check_id` again as this run did (`ipc-conformance run`,
+        whichever way this run was started: it is what a third party types)."""
+        words = ["ipc-conformance", "run", "--impl", _quote(str(self.options["impl"]))]
+        for dest in ("manifest", "expectations", "peer", "hypothesis_profile"):
+            if self.options[dest]:
+                words += [options.BY_DEST[dest].cli_flag, _quote(str(self.options[dest]))]
+        if self.options["transport"] != "both":
+            words += ["--transport", self.options["transport"]]
+        if ".E2E." in check_id:
+            words.append("--e2e")
+        return " ".join(words + ["--", "-k", f"'{check_id}'"])  # a check id holds no quote
 
     @cached_property
     def session(self) -> Session:

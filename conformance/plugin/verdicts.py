@@ -37,8 +37,35 @@ def message_of(report: Any) -> str:
     return str(report.longrepr).splitlines()[-1] if report.longrepr else ""
 
 
+REPLAY = "  replay: "
+
+
+def _with_replay(run: ConformanceRun, check_id: str, report: pytest.TestReport, message: str) -> str:
+    """The failure's message with the command that runs the check again (added once, last)."""
+    if report.passed or REPLAY in message:
+        return message
+    line = REPLAY + run.replay_command(check_id)
+    if not isinstance(report.longrepr, (tuple, list)):  # a skip's (file, line, reason) stays one
+        report.longrepr = f"{report.longrepr}\n{line}"
+    return f"{message}\n{line}"
+
+
+def _differences_of(call: pytest.CallInfo) -> list[str]:
+    """The first line each difference of a suite failure (conformance/suite/failure.py) would
+    have had alone; [] for any other failure."""
+    failure = getattr(call.excinfo.value, "ipc_failure", None) if call.excinfo else None
+    return failure.alone() if failure is not None and len(failure.differences) > 1 else []
+
+
 def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo) -> None:
     """Rewrite the call-phase report of check `check_id` into the run's verdict."""
+    _judge(run, check_id, report, call)
+    if call.excinfo is not None and (report.failed or getattr(report, "ipc_recommended", False)):
+        report.ipc_message = _with_replay(run, check_id, report, getattr(report, "ipc_message", "")
+                                          or message_of(report))
+
+
+def _judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo) -> None:
     if report.failed and harness_error(call.excinfo.value if call.excinfo else None):
         # The testee crashed, hung or broke the protocol: no verdict on the check was
         # reached, so this is a failure whatever the check's level or the list says.
@@ -57,6 +84,12 @@ def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: p
                                f"Recommended check failed (fails with {strict}): {report.ipc_message}")
         return
     reason = expected.explains(message_of(report)) if report.failed else None
+    each = _differences_of(call) if report.failed else []
+    unexplained: list[str] = []
+    if each:  # judged difference by difference: a known defect never hides a new one
+        reason, unexplained = expected.explains_each(each)
+        if len(unexplained) == len(each):
+            unexplained = []  # nothing is explained: the plain 'listed, failing otherwise' below
     if reason is not None:
         report.outcome = "skipped"
         report.wasxfail = reason
@@ -69,8 +102,14 @@ def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: p
         report.outcome = "failed"
         fix = "remove it" if expected.own else "narrow the globs of " + expected.describe()
         report.longrepr = f"{check_id} is listed in {run.expectations_path} but passed: {fix} {fix_hint(run)}"
+    elif unexplained:
+        listed = (f"(listed in {run.expectations_path} as failing with: {expected.describe()}; "
+                  f"{len(each) - len(unexplained)} of its {len(each)} differences are, these are not:\n    "
+                  + "\n    ".join(unexplained) + ")")
+        report.ipc_message = f"{message_of(report)}\n  {listed}"
+        report.longrepr = f"{report.longrepr}\n{listed}"
     else:
         # Keep the actual error in front: the list only tells what was expected instead.
         listed = f"(listed in {run.expectations_path} as failing with: {expected.describe()})"
-        report.ipc_message = f"{message_of(report)} {listed}"
+        report.ipc_message = f"{message_of(report)}\n  {listed}"
         report.longrepr = f"{report.longrepr}\n{listed}"

@@ -331,8 +331,8 @@ def _rule(got: Item, want: Item) -> str:
         return "SPEC R-VAL-2: floats are written as float 64"
     if kinds == {"int", "float64"}:
         return "SPEC R-VAL-2: a float is written as float 64, never as an int"
-    if kinds == {"str", "bin"}:
-        return "SPEC §3: bytes are bin, never str"
+    if kinds == {"str", "bin"}:  # the rule of the field's type: the vector's side says which
+        return "SPEC §3: bytes are bin, never str" if want.kind == "bin" else "SPEC §3: a str is str, never bin"
     if "int" in kinds and "str" in kinds:
         return "SPEC R-VAL-4: an enum travels as its value" if want.kind == "int" else "a value changed"
     return "a value changed"

@@ -15,7 +15,6 @@ from functools import lru_cache
 from typing import Any, Callable, Optional
 
 import msgspec
-import pytest
 
 from conformance.compare import differences
 from conformance.plugin import check, harness_error
@@ -23,6 +22,8 @@ from conformance.schema.wire_form import Float32, MapPairs, WideInt, fits_float3
 from conformance.schema.wire_form import read_value as read
 from conformance.schema.wire_form import rewrite_value as rewrite
 from conformance.schema.wire_form import write_value as write
+from conformance.suite.failure import DECODE_RUNNER_BYTES, Failure, raise_failure
+from conformance.testee.adapter import TesteeAnswerError
 
 FLOAT_FIELDS = ("float", "Optional[float]")
 
@@ -77,7 +78,10 @@ def _forms(spec: Any) -> dict[str, Callable[[Any], Optional[Any]]]:
     }
 
 
-VARIANT = {"short": "minimal"}  # the minimal instance leaves its optional fields at their defaults
+VARIANT = {"short": "minimal"}
+FORM_REQUIREMENTS = {"float32": "R-VAL-2 (decoders accept float 32)", "int_floats": "R-VAL-2 (decoders accept ints "
+                     "for a float)", "wide_ints": "§3 (decoders accept any int width)", "short": "R-MSG-5",
+                     "extra": "R-MSG-5"}  # the minimal instance leaves its optional fields at their defaults
 
 
 @lru_cache(maxsize=None)
@@ -116,20 +120,33 @@ def _cases(ipc) -> list[str]:
 def test_decoder_accepts_other_valid_forms(ipc, case):
     struct_name, form = case.rsplit(".", 1)
     data = _rewritten(ipc.manifest.to_json(), ipc.manifest.id)[case]
-    try:
-        decoded = ipc.adapter.decode(data, "msgpack")
-    except Exception as exc:  # noqa: BLE001 - any refusal of valid bytes is the finding
-        pytest.fail(f"{struct_name}: the {form} form of its golden vector is valid msgpack of the same value, "
-                    f"yet the decoder refused it: {type(exc).__name__}: {exc}")
     expected = ipc.instance(struct_name, VARIANT.get(form, "typical"))
     if form == "int_floats":
         for field in ipc.manifest.structs[struct_name].fields:
             value = getattr(expected, field.name)
             if field.type in FLOAT_FIELDS and type(value) is float and math.isfinite(value):
                 setattr(expected, field.name, float(int(value)))
+    step = f"{DECODE_RUNNER_BYTES} (its golden vector, rewritten in the {form} form)"
+    requirement = FORM_REQUIREMENTS[form]
+    try:
+        decoded = ipc.adapter.decode(data, "msgpack")
+    except Exception as exc:
+        if harness_error(exc):
+            raise
+        if isinstance(exc, TesteeAnswerError):  # it decoded: the runner cannot read its re-encoded answer
+            raise_failure(Failure(
+                f"{struct_name}: the {form} form of its golden vector is valid msgpack of the same value; the "
+                f"decoder accepted it, but the runner cannot read its answer: {str(exc).splitlines()[0]}",
+                requirement, f"{step}; then the runner's reference decode of the testee's answer (its re-encode)",
+                data=data, value=expected, kind="Failed"), ipc)
+        raise_failure(Failure(
+            f"{struct_name}: the {form} form of its golden vector is valid msgpack of the same value, "
+            f"yet the decoder refused it: {type(exc).__name__}: {exc}", requirement, step, data=data,
+            value=expected, kind="Failed"), ipc)
     diffs = differences(expected, decoded)
-    assert not diffs, (f"{struct_name}: the {form} form of its golden vector decodes to another value:\n  "
-                       + "\n  ".join(diffs[:10]))
+    if diffs:
+        raise_failure(Failure(f"{struct_name}: the {form} form of its golden vector decodes to another value",
+                              requirement, step, diffs, data, expected), ipc)
 
 
 # -- extensions this spec does not interpret are forwarded as they are (R-EXT-4) -------------
@@ -160,15 +177,22 @@ def _with_any_map(ipc, struct: str, replacement: Any) -> tuple[str, int, list, b
 @check("Accepts", per=("struct",), name="UnknownExtensionForwarded", cases={"struct": _any_map_structs})
 def test_unknown_extension_is_forwarded(ipc, struct):
     name, position, tree, data = _with_any_map(ipc, struct, dict(OPAQUE))
+    step = f"{DECODE_RUNNER_BYTES} (its typical vector, {name} holding extensions 9 and 4)"
     try:
         decoded = ipc.adapter.decode(data, "msgpack")
-        again = read(ipc.adapter.encode(decoded, "msgpack"))
-    except Exception as exc:  # noqa: BLE001 - any refusal of valid bytes is the finding
-        pytest.fail(f"{struct}.{name} holding extensions 9 and 4 (opaque here) did not "
-                    f"decode and encode again: {type(exc).__name__}: {exc}")
-    assert again[position] == tree[position], (
-        f"{struct}.{name}: extensions 9 and 4 came back as {again[position]!r}, "
-        f"not as the same extension bytes")
+        step = "the implementation's encode of the value it decoded from bytes the runner wrote"
+        encoded = ipc.adapter.encode(decoded, "msgpack")
+        again = read(encoded)
+    except Exception as exc:
+        if harness_error(exc):
+            raise
+        raise_failure(Failure(f"{struct}.{name} holding extensions 9 and 4 (opaque here) did not "
+                              f"decode and encode again: {type(exc).__name__}: {exc}", "R-EXT-4", step,
+                              data=data, kind="Failed"), ipc)
+    if again[position] != tree[position]:
+        raise_failure(Failure(f"{struct}.{name}: extensions 9 and 4 came back as {again[position]!r}, "
+                              "not as the same extension bytes", "R-EXT-4", f"{step} (its bytes shown)",
+                              [f"$.{name}: expected {tree[position]!r}, got {again[position]!r}"], encoded), ipc)
 
 
 # -- a map with a duplicate key: refused, or one entry with the last value (R-VAL-6) ----------
@@ -185,6 +209,9 @@ def test_duplicate_map_key(ipc, struct):
             raise  # a crash or a hang is no refusal
         return  # refusing the message is allowed
     got = getattr(decoded, name)
-    assert isinstance(got, dict) and list(got.items()) == [("key", 3), ("other", 2)], (
-        f"{struct}.{name}: the map {{'key': 1, 'other': 2, 'key': 3}} decoded to {got!r}; SPEC R-VAL-6 allows only "
-        "a refusal or {'key': 3, 'other': 2} (first key's position, last value)")
+    if not (isinstance(got, dict) and list(got.items()) == [("key", 3), ("other", 2)]):
+        raise_failure(Failure(
+            f"{struct}.{name}: the map {{'key': 1, 'other': 2, 'key': 3}} decoded to {got!r}; SPEC R-VAL-6 allows only "
+            "a refusal or {'key': 3, 'other': 2} (first key's position, last value)", "R-VAL-6",
+            f"{DECODE_RUNNER_BYTES} (its typical vector, {name} a map with a duplicate key)",
+            [f"$.{name}: expected {{'key': 3, 'other': 2}}, got {got!r}"], data), ipc)

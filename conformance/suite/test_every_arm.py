@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from conformance.compare import differences
 from conformance.every_arm import EveryArmBuilder
-from conformance.plugin import check, failure_message
+from conformance.plugin import check
+from conformance.suite.failure import Failure, raise_failure, round_trip_step
+
+REQUIREMENT = "R-MSG-1 (R-VAL-*, R-EXT-*)"
 
 
 @check("RoundTrip", per=("struct", "transport"), name="EveryArm")
@@ -19,9 +22,19 @@ def test_every_arm(ipc, struct, transport):
     expected = EveryArmBuilder(ipc.manifest, ipc.classes).instances(struct)
     for i, (value, want) in enumerate(zip(sent, expected)):
         where = f"{struct} EveryArm instance {i}/{len(sent)}"
+        step = f"the implementation's encode over {transport}"
         try:
-            decoded = ipc.adapter.decode(ipc.adapter.encode(value, transport), transport)
-        except Exception as exc:  # the implementation's own error names the field; add which instance
-            raise AssertionError(f"{where} could not cross {transport}: {type(exc).__name__}: {exc}") from exc
+            data = ipc.adapter.encode(value, transport)
+            step = f"the implementation's decode of its own encode output over {transport}"
+            decoded = ipc.adapter.decode(data, transport)
+        except Exception as exc:  # noqa: BLE001 - its own error names the field; the message adds which instance
+            failure = Failure(f"{where} could not cross {transport}: {type(exc).__name__}: {exc}", REQUIREMENT,
+                              f"{step} raised", value=want)
+            try:
+                raise_failure(failure, ipc)
+            except AssertionError as error:
+                raise error from exc
         diffs = differences(want, decoded)
-        assert not diffs, failure_message(f"{where} changed crossing {transport}", diffs)
+        if diffs:
+            raise_failure(Failure(f"{where} changed crossing {transport}", REQUIREMENT,
+                                  round_trip_step(ipc, want, data, transport), diffs, data, want), ipc)

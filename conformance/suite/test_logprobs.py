@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from conformance.compare import differences
 from conformance.plugin import check
+from conformance.suite.failure import Failure, raise_failure, round_trip_step
 from conformance.suite.fields import structs_with_field
 
 TOKEN_VALUES = "Optional[List[Optional[List[Optional[float]]]]]"
@@ -54,6 +55,8 @@ def test_nested_none_logprobs(ipc, struct, shape, transport):
     for field in ipc.manifest.structs[struct].fields:
         if field.type in (TOKEN_VALUES, TOKEN_INDICES, TOP_VALUES, TOP_INDICES):
             setattr(value, field.name, _logprob_values(field.type, shape))
-    decoded = ipc.adapter.decode(ipc.adapter.encode(value, transport), transport)
-    diffs = differences(value, decoded)
-    assert not diffs, f"{struct} logprobs ({shape}) changed over {transport}:\n  " + "\n  ".join(diffs[:10])
+    data = ipc.adapter.encode(value, transport)
+    diffs = differences(value, ipc.adapter.decode(data, transport))
+    if diffs:
+        raise_failure(Failure(f"{struct} logprobs ({shape}) changed over {transport}", "R-NONE-1",
+                              round_trip_step(ipc, value, data, transport), diffs, data, value), ipc)

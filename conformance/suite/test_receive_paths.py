@@ -18,6 +18,7 @@ import msgspec
 from conformance.compare import differences
 from conformance.plugin import check
 from conformance.suite.capability import require
+from conformance.suite.failure import Failure, raise_failure
 from conformance.suite.fields import find_wrappers, wrapper_fields
 
 #: What the tokenizer manager sends the data-parallel controller: tokenized requests (single and
@@ -85,12 +86,17 @@ def _through(ipc, path: str, struct: str, transport: str) -> None:
     expected = copy.deepcopy(sent)
     handed = _handed_on(path, through(sent, transport))
     for process, got in handed.items():
+        step = (f"the implementation's send, then the {process} receive path (its own socket receive, decode "
+                f"and unwrap) over {transport}")
         left = find_wrappers(got)
-        assert not left, (f"the {process} receive path handed {struct} downstream with a PickleWrapper at "
-                          f"{', '.join(left)} ({transport}): it did not unwrap (SPEC R-PW-3)")
+        if left:
+            raise_failure(Failure(f"the {process} receive path handed {struct} downstream with a PickleWrapper at "
+                                  f"{', '.join(left)} ({transport}): it did not unwrap (SPEC R-PW-3)", "R-PW-3", step,
+                                  value=expected), ipc)
         diffs = differences(expected, got)
-        assert not diffs, (f"{struct} changed on the {process} receive path ({transport}):\n  "
-                           + "\n  ".join(diffs[:10]))
+        if diffs:
+            raise_failure(Failure(f"{struct} changed on the {process} receive path ({transport})", "R-PW-1, R-DP-2",
+                                  step, diffs, value=expected), ipc)
     changed = differences(expected, sent)
     assert not changed, f"sending {struct} modified the sender's object (SPEC R-PW-1): {changed[:3]}"
 

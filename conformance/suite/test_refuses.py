@@ -120,7 +120,19 @@ def _judge(ipc: Any, case: Any, attempt: Callable[[], Any]) -> None:
     else:
         failure = _in_child(lambda: _verdict(ipc, case, attempt), case)
     if failure is not None:
-        pytest.fail(failure)
+        from conformance.suite.failure import DECODE_RUNNER_BYTES, ENCODE, Failure, raise_failure
+
+        decode = case.kind == "decode"
+        step = (f"{DECODE_RUNNER_BYTES} over {case.transport} (refusal case {case.id}: {case.why})" if decode
+                else f"{ENCODE} over {case.transport} (refusal case {case.id}: {case.why})")
+        shown = [] if decode else [f"view: {_shown_view(case.view)}"]  # the case holds the view itself
+        raise_failure(Failure(failure, case.requirement, step, data=case.payload if decode else None,
+                              notes=shown, kind="Failed"))
+
+
+def _shown_view(view: Any, limit: int = 400) -> str:
+    text = json.dumps(view, ensure_ascii=False)
+    return text if len(text) <= limit else text[:limit] + " ..."
 
 
 def _in_child(verdict: Callable[[], Optional[str]], case: Any) -> Optional[str]:

@@ -12,6 +12,7 @@ import zmq
 from conformance.compare import differences
 from conformance.plugin import check
 from conformance.suite.capability import require
+from conformance.suite.failure import Failure, raise_failure
 from conformance.suite.fields import tensor_carrier
 
 BIG = 16 * 1024 * 1024  # bytes: large enough for ZeroMQ to send without copying
@@ -46,7 +47,11 @@ def test_message_over_socket(ipc, struct, transport, pair):
     # A receive path unwraps PickleWrappers: compare with the canonical value, unwrapped.
     expected = ipc.adapter.unwrap(ipc.instance(struct, "typical"))
     diffs = differences(expected, ipc.adapter.recv(receiver, transport))
-    assert not diffs, f"{struct} changed over a {transport} socket:\n  " + "\n  ".join(diffs[:10])
+    if diffs:
+        raise_failure(Failure(f"{struct} changed over a {transport} socket", "R-TRN-2",
+                              f"the implementation's send over a ZeroMQ PAIR socket, then its receive path "
+                              f"(decode and unwrap) over {transport}", diffs, value=ipc.instance(struct, "typical")),
+                      ipc)
 
 
 @pytest.fixture

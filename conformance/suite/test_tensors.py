@@ -3,11 +3,14 @@ GPU) arrive exactly, and the same on both transports."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 
 from conformance.compare import differences
 from conformance.plugin import check
+from conformance.suite.failure import Failure, raise_failure, round_trip_step
 from conformance.suite.fields import tensor_carrier
 
 
@@ -34,25 +37,44 @@ def _tensor_cases():
 TENSOR_CASES = _tensor_cases()
 
 
+REQUIREMENT = "R-TEN-1 … R-TEN-5"
+
+
 def _send_tensor(ipc, case, transport):
     struct, field = tensor_carrier(ipc)
     value = ipc.instance(struct, "typical")
     setattr(value, field, [TENSOR_CASES[case](), None])
-    return value, ipc.adapter.decode(ipc.adapter.encode(value, transport), transport), field
+    data = ipc.adapter.encode(value, transport)
+    return value, ipc.adapter.decode(data, transport), field, data
+
+
+def _step(ipc, sent, field, data, transport):
+    """round_trip_step, with the tensor's gradient flag as the spec carries it (dropped)."""
+    expected = copy.copy(sent)
+    setattr(expected, field, [t.detach() if isinstance(t, torch.Tensor) else t for t in getattr(sent, field)])
+    return round_trip_step(ipc, expected, data, transport)
 
 
 @check("Tensor", per=("case", "transport"), name="Exact", cases={"case": lambda ipc: list(TENSOR_CASES)})
 def test_tensor(ipc, case, transport):
-    sent, got, field = _send_tensor(ipc, case, transport)
+    sent, got, field, data = _send_tensor(ipc, case, transport)
     expected = getattr(sent, field)[0].detach()  # gradients never travel (spec normalization)
-    diffs = differences([expected, None], getattr(got, field))
-    assert not diffs, f"tensor {case} changed over {transport}:\n  " + "\n  ".join(diffs)
+    diffs = differences([expected, None], getattr(got, field), f"$.{field}")
+    if diffs:
+        raise_failure(Failure(f"tensor {case} changed over {transport}", REQUIREMENT,
+                              _step(ipc, sent, field, data, transport), diffs, data, sent), ipc)
 
 
 @check("Tensor", per=("case",), name="SameOnBothTransports", cases={"case": lambda ipc: list(TENSOR_CASES)})
 def test_tensor_cross_transport(ipc, case):
     if len(ipc.transports) < 2:
         pytest.skip("needs both transports")
-    got = [getattr(*_send_tensor(ipc, case, t)[1:]) for t in ("pickle", "msgpack")]
-    diffs = differences(*got)
-    assert not diffs, f"tensor {case} differs between pickle and msgpack:\n  " + "\n  ".join(diffs)
+    sent = {t: _send_tensor(ipc, case, t) for t in ("pickle", "msgpack")}
+    field = sent["pickle"][2]
+    diffs = differences(*(getattr(sent[t][1], field) for t in ("pickle", "msgpack")), f"$.{field}")
+    if diffs:
+        value, _, _, data = sent["msgpack"]
+        raise_failure(Failure(f"tensor {case} differs between pickle and msgpack", "R-NORM-1, " + REQUIREMENT,
+                              "the implementation's encode and decode over each transport, the two results compared "
+                              f"(expected: the pickle result; msgpack: {_step(ipc, value, field, data, 'msgpack')})",
+                              diffs, value=value), ipc)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from conformance.plugin import check
 from conformance.suite.capability import require
+from conformance.suite.failure import Failure, raise_failure
 from conformance.suite.fields import find_wrappers, opaque_structs, wrapper_fields
 
 TRACE = {
@@ -28,10 +29,17 @@ def test_receive_path_unwraps(ipc, struct, transport):
     for name in fields:
         setattr(value, name, {"created": 1.5, "field": name})
     got = _hop(ipc, value, transport)
+    step = f"the implementation's wrap and encode, then its decode and unwrap (a trusted receive path) over {transport}"
     left = find_wrappers(got)
-    assert not left, f"a receive path handed on PickleWrappers at {left} ({transport})"
-    for name in fields:
-        assert getattr(got, name) == {"created": 1.5, "field": name}, f"{struct}.{name} did not survive"
+    if left:
+        raise_failure(Failure(f"a receive path handed on PickleWrappers at {left} ({transport})", "R-PW-3", step,
+                              [f"{path}: expected the unwrapped object, got a PickleWrapper" for path in left],
+                              value=value), ipc)
+    lost = [f"$.{name}: expected {{'created': 1.5, 'field': {name!r}}}, got {getattr(got, name)!r:.80}"
+            for name in fields if getattr(got, name) != {"created": 1.5, "field": name}]
+    if lost:
+        raise_failure(Failure(f"{struct}.{lost[0][2:].split(':')[0]} did not survive", "R-PW-1 … R-PW-3", step, lost,
+                              value=value), ipc)
 
 
 @check("Trace", per=("struct", "transport"), name="ContextSurvivesForwarding", cases={"struct": opaque_structs})

@@ -5,9 +5,11 @@ range of ints (R-VAL-1) and the bit pattern of every float64, NaN payloads and s
 from __future__ import annotations
 
 import struct
+import struct as struct_module  # the checks' own parameter is called struct
 
 from conformance.compare import differences
 from conformance.plugin import check
+from conformance.suite.failure import Failure, raise_failure, round_trip_step
 
 INT_FIELDS = ("int", "Optional[int]")
 FLOAT_FIELDS = ("float", "Optional[float]")
@@ -45,6 +47,15 @@ def _with_extremes(ipc, struct_name: str, index: int):
 def test_value_extremes_round_trip(ipc, struct, transport):
     for index in range(max(len(INTS), len(FLOATS))):
         value = _with_extremes(ipc, struct, index)
-        decoded = ipc.adapter.decode(ipc.adapter.encode(value, transport), transport)
-        diffs = differences(_with_extremes(ipc, struct, index), decoded)
-        assert not diffs, f"{struct} with 64-bit extremes changed crossing {transport}:\n  " + "\n  ".join(diffs[:5])
+        data = ipc.adapter.encode(value, transport)
+        diffs = differences(_with_extremes(ipc, struct, index), ipc.adapter.decode(data, transport))
+        if diffs:
+            sent = _with_extremes(ipc, struct, index)
+            field = diffs[0][2:].split(":")[0].split(".")[0].split("[")[0]  # '$.name: ...' -> name
+            kind = ipc.manifest.structs[struct].field(field).type if field in sent.__struct_fields__ else ""
+            requirement = "R-VAL-2 (float bits)" if kind in FLOAT_FIELDS else "R-VAL-1 (64-bit ints)"
+            raise_failure(Failure(f"{struct} with 64-bit extremes changed crossing {transport}", requirement,
+                                  round_trip_step(ipc, sent, data, transport), diffs, data, sent,
+                                  notes=[f"extremes: ints {INTS[index % len(INTS)]}, floats "
+                                         f"{FLOATS[index % len(FLOATS)]!r} (bits "
+                                         f"{struct_module.pack('>d', FLOATS[index % len(FLOATS)]).hex()})"]), ipc)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import hashlib
 import os
 import pickle
 import queue
@@ -176,6 +177,9 @@ class SubprocessAdapter(Adapter):
         self._defined: set[str] = set()
         #: the last requests sent, for reproducers of failures found after the answers arrived
         self.recent: "collections.deque[dict]" = collections.deque(maxlen=4)
+        #: digests of the testee's recent encode answers: a failure to decode them is named a
+        #: decode of its own encode output, not of bytes the runner wrote
+        self._encoded: "collections.OrderedDict[bytes, None]" = collections.OrderedDict()
         self.hello = self._start()
         impl = self.hello["implementation"]
         self.name = impl["name"]
@@ -226,7 +230,7 @@ class SubprocessAdapter(Adapter):
             self._process = None
             raise TesteeRuntimeError(str(exc)) from None
 
-    def _request(self, op: str, **fields: Any) -> bytes:
+    def _request(self, op: str, step: Optional[str] = None, **fields: Any) -> bytes:
         if op not in self.ops:
             # the checks skip up front (suite/capability.py); this guards direct callers
             raise TesteeSkipped(f"{self.label} does not offer '{op}': its handshake lists no such op")
@@ -235,16 +239,33 @@ class SubprocessAdapter(Adapter):
         try:
             answer = self.exchange(request)
         except TesteeRuntimeError as exc:
-            raise TesteeRuntimeError(f"{exc}{self._context(request)}") from None
+            raise TesteeRuntimeError(f"{exc}{self._context(request, step)}") from None
         kind = answer["result"]
         if kind == "payload":
-            return bytes(answer["payload"])
+            payload = bytes(answer["payload"])
+            if op == "encode":
+                self._remember_encoded(payload)
+            return payload
         message = str(answer.get("message", ""))
         if kind == "skipped":
             raise TesteeSkipped(f"testee skipped '{op}': {message}")
         if kind == "runtime_error":
-            raise TesteeRuntimeError(f"testee runtime_error: {message}{self._context(request)}")
-        raise TesteeError(kind, message, self._context(request))
+            raise TesteeRuntimeError(f"testee runtime_error: {message}{self._context(request, step)}")
+        raise TesteeError(kind, message, self._context(request, step))
+
+    def _remember_encoded(self, payload: bytes) -> None:
+        self._encoded[hashlib.sha256(payload).digest()] = None
+        while len(self._encoded) > 16:
+            self._encoded.popitem(last=False)
+
+    def _input_step(self, op: str, data: Any) -> Optional[str]:
+        """The step of a decode or receive request whose bytes the testee itself encoded."""
+        if hashlib.sha256(bytes(data)).digest() not in self._encoded:
+            return None
+        return {"decode": "the testee's decode (and re-encode) of its own encode output (the runner sent its "
+                          "bytes back unchanged)",
+                "receive": "the testee's receive path for an untrusted peer, on its own encode output (the runner "
+                           "sent its bytes back unchanged)"}[op]
 
     def reproducers(self, count: int = 2) -> str:
         """Lines naming the last `count` requests and the commands that replay them: for a check
@@ -316,7 +337,8 @@ class SubprocessAdapter(Adapter):
 
     def decode(self, data: bytes, transport: str) -> Any:
         request = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
-        return self._answer_value(self._request("decode", **request), transport, {"type": "decode", **request})
+        answer = self._request("decode", self._input_step("decode", data), **request)
+        return self._answer_value(answer, transport, {"type": "decode", **request})
 
     def wrap(self, obj: Any) -> Any:
         return obj  # the testee's encode is its whole sender path, wrapping included
@@ -330,7 +352,8 @@ class SubprocessAdapter(Adapter):
 
     def receive(self, data: bytes, transport: str) -> Any:
         request = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
-        return self._answer_value(self._request("receive", **request), transport, {"type": "receive", **request})
+        answer = self._request("receive", self._input_step("receive", data), **request)
+        return self._answer_value(answer, transport, {"type": "receive", **request})
 
     def validate_http(self, struct: str, json_text: str) -> Any:
         request = dict(struct=struct, json=json_text)
