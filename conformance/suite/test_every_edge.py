@@ -15,8 +15,9 @@ import pytest
 
 from conformance.compare import differences
 from conformance.every_edge import EveryEdgeBuilder, as_received, edge_messages
-from conformance.plugin import check, failure_message
+from conformance.plugin import check
 from conformance.suite.capability import require
+from conformance.suite.failure import Failure, raise_failure, round_trip_step
 from conformance.value_classes import by_name
 
 
@@ -51,17 +52,31 @@ def _every_edge(ipc, struct: str, transport: str, class_name: str) -> None:
     expected = [as_received(v, transport) for v in sender.instances(struct)]
     if sender.holds_objects:
         require(ipc, "unwrap")
+    requirement = ", ".join(value_class.requirements)
     for i, (value, want) in enumerate(zip(sent, expected)):
         where = f"{struct} EveryEdge {class_name} instance {i}/{len(sent)}"
+        step = "the implementation's wrap and encode" if sender.holds_objects else "the implementation's encode"
+        data = None
         try:
             out = ipc.adapter.wrap(value) if sender.holds_objects else value
-            got = ipc.adapter.decode(ipc.adapter.encode(out, transport), transport)
+            data = ipc.adapter.encode(out, transport)
+            step = f"the implementation's decode of its own encode output over {transport}"
+            got = ipc.adapter.decode(data, transport)
             if sender.holds_objects:
+                step = "the implementation's unwrap of what it decoded"
                 got = ipc.adapter.unwrap(got)
-        except Exception as exc:  # the implementation's own error names the field; add which instance
-            raise AssertionError(f"{where} could not cross {transport}: {type(exc).__name__}: {exc}") from exc
+        except Exception as exc:  # noqa: BLE001 - its own error names the field; the message adds which instance
+            failure = Failure(f"{where} could not cross {transport}: {type(exc).__name__}: {exc}", requirement,
+                              f"{step} raised", data=data, value=want)
+            try:
+                raise_failure(failure, ipc)
+            except AssertionError as error:
+                raise error from exc
         diffs = differences(want, got)
-        assert not diffs, failure_message(f"{where} changed crossing {transport}", diffs)
+        if diffs:
+            step = (f"the implementation's wrap, encode, decode and unwrap over {transport}" if sender.holds_objects
+                    else round_trip_step(ipc, want, data, transport))
+            raise_failure(Failure(f"{where} changed crossing {transport}", requirement, step, diffs, data, want), ipc)
 
 
 @check("EveryEdge", per=("struct", "transport"), name="NonFinite", cases=_messages("NonFinite"))
