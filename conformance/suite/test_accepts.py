@@ -24,6 +24,7 @@ from conformance.schema.wire_form import Float32, MapPairs, WideInt, fits_float3
 from conformance.schema.wire_form import read_value as read
 from conformance.schema.wire_form import rewrite_value as rewrite
 from conformance.schema.wire_form import write_value as write
+from conformance.suite.fields import OPAQUE_DEFAULT, default_value, manifest_default
 
 FLOAT_FIELDS = ("float", "Optional[float]")
 
@@ -193,7 +194,6 @@ def test_duplicate_map_key(ipc, struct):
 
 # -- map-encoded structs: unknown keys ignored, absent fields take their defaults (R-MSG-4) ------
 UNKNOWN_KEY = "no_such_field"
-_OPAQUE_DEFAULT = object()
 
 
 @lru_cache(maxsize=None)
@@ -257,20 +257,9 @@ def _map_default_cases(ipc) -> list[str]:
                                                                           ipc.manifest.id)[case][1])]
 
 
-def _manifest_default(field: Any) -> Any:
-    """The value a decoder fills in for an absent field, as the manifest states it."""
-    d = field.default
-    if d.kind == "value":
-        return d.value
-    factories = {"list": list, "dict": dict, "set": set, "frozenset": frozenset, "tuple": tuple}
-    if d.kind == "factory" and d.factory in factories:
-        return factories[d.factory]()
-    return _OPAQUE_DEFAULT  # an opaque factory: its value is the implementation's, not comparable
-
-
 def _defaulted(ipc, struct: str) -> list[Any]:
     return [f for f in ipc.manifest.structs[struct].fields
-            if f.default.kind != "required" and _manifest_default(f) is not _OPAQUE_DEFAULT]
+            if f.default.kind != "required" and manifest_default(f) is not OPAQUE_DEFAULT]
 
 
 def _at(value: Any, steps: tuple) -> Any:
@@ -406,15 +395,6 @@ def test_map_absent_fields_take_defaults(ipc, case):
     keys = {f.encode_name or f.name for f in fields}
     data = _edited_map(ipc, host, steps, lambda node: {k: v for k, v in node.items() if k not in keys})
     expected = _at(ipc.instance(host, "typical"), steps)
-    expected = msgspec.structs.replace(expected, **{f.name: _default_value(ipc, f) for f in fields})
+    expected = msgspec.structs.replace(expected, **{f.name: default_value(ipc, f) for f in fields})
     _judge_map(ipc, case, data, expected, f"without {', '.join(sorted(f.name for f in fields))} (defaulted fields)")
 
-
-def _default_value(ipc, field: Any) -> Any:
-    """The manifest default as the Python value a decoder holds (an enum's member for its value)."""
-    value = _manifest_default(field)
-    t = field.type_expr
-    arms = [a for a in t.args if a.kind != "None"] if t.kind == "Union" else [t]
-    if value is not None and len(arms) == 1 and arms[0].kind == "Ref" and arms[0].name in ipc.manifest.enums:
-        return ipc.adapter.classes()[arms[0].name](value)
-    return value
