@@ -42,6 +42,7 @@ import json
 import os
 import pickle
 import platform
+import re
 import struct
 import sys
 import traceback
@@ -274,8 +275,10 @@ def http_json_with_breaks(cls: type, json_text: str, breaks: set[str]) -> str:
 # -- the implementation -------------------------------------------------------------
 class Testee:
     def __init__(self, breaks: set[str], ops: tuple[str, ...] = OPS,
-                 transports: tuple[str, ...] = ("msgpack", "pickle")) -> None:
+                 transports: tuple[str, ...] = ("msgpack", "pickle"), tensor_kind: str = "runtime") -> None:
         self.breaks = breaks
+        self.tensor_kind = tensor_kind
+        self._held: dict[int, tuple[Any, str]] = {}  # --tensors values: id(tensor) -> (tensor, device)
         self.ops = ops
         self.transports = transports
         self.view: Optional[str] = None  # the view of the last decode's value (protocol 2)
@@ -298,7 +301,7 @@ class Testee:
             "manifest": io_struct.MANIFEST_ID,
             "transports": list(self.transports),
             "ops": list(self.ops),
-            "tensors": "runtime",  # torch: a device it does not have is refused (SPEC R-TEN-3)
+            "tensors": self.tensor_kind,  # runtime: torch refuses a device it does not have (SPEC R-TEN-3)
         }
 
     # wire helpers
@@ -324,9 +327,30 @@ class Testee:
     def _decoder_breaks(self) -> Any:
         from reference_impl import ext
 
-        if "device-to-cpu" not in self.breaks:
-            return contextlib.nullcontext()
-        return _patched(ext, "_to_device", lambda tensor, device: tensor)
+        if "device-to-cpu" in self.breaks:
+            return _patched(ext, "_to_device", lambda tensor, device: tensor)
+        if self.tensor_kind == "values":
+            return _patched(ext, "_to_device", self._hold_device)
+        return contextlib.nullcontext()
+
+    def _hold_device(self, tensor: Any, device: Any) -> Any:
+        """--tensors values: a tensor on any device is held as its CPU bytes plus the device
+        string, which its re-encode writes back (what a testee without a device runtime does)."""
+        from reference_impl import ext
+
+        match = _VALUE_DEVICE.fullmatch(device) if isinstance(device, str) else None
+        if match is None or int(match.group(2)) > ext.MAX_DEVICE_INDEX or match.group(1) in ("cpu", "meta"):
+            raise WireError("msgpack", f"tensor device {device!r} is not cpu nor <type>:<index> with an index "
+                                       f"of at most {ext.MAX_DEVICE_INDEX}")
+        self._held[id(tensor)] = (tensor, device)
+        return tensor
+
+    def _metadata_with_held_device(self, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def metadata(tensor: Any) -> Any:
+            shape, dtype, device = original(tensor)
+            held = self._held.get(id(tensor))
+            return shape, dtype, held[1] if held is not None and held[0] is tensor else device
+        return metadata
 
     def _decode_fitting_tuples(self, data: bytes, options: dict, error: WireError) -> Any:
         from conformance.schema.manifest import load_manifest
@@ -341,8 +365,13 @@ class Testee:
             raise ParseError(str(exc)) from None
 
     def _encode(self, obj: Any, transport: str) -> bytes:
+        from reference_impl import ext
+
+        held = _patched(ext, "tensor_metadata", self._metadata_with_held_device(ext.tensor_metadata)) \
+            if self._held else contextlib.nullcontext()
         try:
-            data = codec.encode(obj, transport)
+            with held:
+                data = codec.encode(obj, transport)
         except WireError as exc:
             raise SerializeError(str(exc)) from None
         if "flip-byte" in self.breaks and transport == "msgpack" and data:
@@ -462,6 +491,7 @@ class Testee:
             if handler is None:
                 raise Skip(f"unknown request type {kind!r}")
             self.view = None
+            self._held.clear()
             answer.update(result="payload", payload=handler(request))
             if kind == "decode" and self.view is not None:
                 answer["view"] = self.view
@@ -475,6 +505,9 @@ class Testee:
             answer.update(result="runtime_error",
                           message=f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}")
         return answer
+
+
+_VALUE_DEVICE = re.compile(r"([a-z][a-z0-9_]*):(0|[1-9][0-9]*)")
 
 
 def _untyped(data: bytes) -> Any:
@@ -521,12 +554,15 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="behave wrongly on purpose (repeatable)")
     parser.add_argument("--ops", type=_subset_of(OPS), default=OPS,
                         help="comma-separated ops to list in the handshake (decode and encode are required)")
+    parser.add_argument("--tensors", choices=("runtime", "values"), default="runtime",
+                        help="how it says it holds tensors (handshake 'tensors'): values = as bytes plus the device "
+                             "string, carrying any <type>:<index> device as a testee without torch does")
     parser.add_argument("--transports", type=_subset_of(("msgpack", "pickle")), default=("msgpack", "pickle"),
                         help="comma-separated transports to list in the handshake")
     args = parser.parse_args(argv)
     out, inp = sys.stdout.buffer, sys.stdin.buffer
     sys.stdout = sys.stderr  # a stray print must never corrupt the protocol stream
-    testee = Testee(set(args.breaks), args.ops, args.transports)
+    testee = Testee(set(args.breaks), args.ops, args.transports, args.tensors)
     while True:
         try:
             request = read_message(inp)
