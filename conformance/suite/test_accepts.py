@@ -6,6 +6,10 @@ Forms: ``float32`` (floats that fit, as float 32), ``int_floats`` (integral valu
 message's own float fields as ints), ``wide_ints`` (every int in its 64-bit form), ``short``
 (trailing fields equal to their defaults left out), ``extra`` (an element after the last field).
 Only the forms that change a vector's bytes are checked for it.
+
+Map-encoded structs (R-MSG-4): each one, at the first message whose typical vector carries it,
+with an unknown key (ignored) and without its defaulted fields (defaults filled), judged on the
+decoder's own value: an in-process decoder's object, a testee's protocol-2 `view`.
 """
 
 from __future__ import annotations
@@ -253,8 +257,7 @@ def _map_cases(ipc) -> list[str]:
 
 
 def _map_default_cases(ipc) -> list[str]:
-    return [case for case in _map_cases(ipc) if _defaulted(ipc, _map_sites(ipc.manifest.to_json(),
-                                                                          ipc.manifest.id)[case][1])]
+    return [struct for struct in _map_cases(ipc) if _defaulted(ipc, struct)]
 
 
 def _defaulted(ipc, struct: str) -> list[Any]:

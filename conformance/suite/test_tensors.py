@@ -129,8 +129,10 @@ def test_tensor_device_kept(ipc, device):
         if present:
             pytest.fail(f"{where}: a tensor on {name!r} was refused, and this machine has that device "
                         f"(SPEC R-TEN-3: restore it there): {exc}")
-        assert name in str(exc), (f"{where}: a tensor on {name!r}, a device this machine lacks, was refused "
-                                  f"without naming the device (SPEC R-TEN-3): {str(exc)[:300]}")
+        # naming it: the device, or at least its type (torch's own "Torch not compiled with CUDA enabled")
+        assert name in str(exc) or name.partition(":")[0].lower() in str(exc).lower(), (
+            f"{where}: a tensor on {name!r}, a device this machine lacks, was refused without naming the device "
+            f"(SPEC R-TEN-3): {str(exc)[:300]}")
         return
     if testee:
         try:
