@@ -895,8 +895,7 @@ class TupleAnyLength(Mutant):
 
 
 class HttpFactoryRequired(Mutant):
-    """The HTTP bridge treats a field with a default factory as required (R-HTTP-2: missing keys
-    take the default)."""
+    """The HTTP bridge treats a field with a default factory as required (R-HTTP-2: it takes the default)."""
 
     kind = "http"
 
