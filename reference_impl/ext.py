@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import array
 import math
+import re
 import struct
 import warnings
 from itertools import repeat
@@ -289,16 +290,30 @@ def restore_tensor(metadata: Any, raw: Any) -> torch.Tensor:
     return tensor if device == "cpu" else _to_device(tensor, device)
 
 
+#: The largest device index (SPEC R-TEN-3): torch holds it in 8 signed bits, and 2.13's
+#: torch.device("cuda:4096") is cuda:0, so a larger index must be refused, not parsed.
+MAX_DEVICE_INDEX = 127
+_INDEXED_DEVICE = re.compile(r"[a-z][a-z0-9_]*:([0-9]+)")
+
+
 def _to_device(tensor: torch.Tensor, device: Any) -> torch.Tensor:
     if device == "cpu":
         return tensor
     if not isinstance(device, str) or device.startswith("meta"):
         raise WireError("msgpack", f"tensor device {device!r} cannot hold received data")
+    indexed = _INDEXED_DEVICE.fullmatch(device)
+    if indexed and int(indexed.group(1)) > MAX_DEVICE_INDEX:
+        raise WireError("msgpack", f"tensor device {device!r}: index above {MAX_DEVICE_INDEX}, which no device has "
+                                   "(torch's device index is 8-bit)")
     try:
-        return tensor.to(torch.device(device))
+        parsed = torch.device(device)
+        if str(parsed) != device:  # torch wraps indices it cannot hold (cuda:128 is cuda:-128): never a device
+            raise ValueError(f"torch reads it as {str(parsed)!r}")
+        return tensor.to(parsed)
     except Exception as exc:  # noqa: BLE001 - RuntimeError, AssertionError, ModuleNotFoundError ('hpu'): "not here"
+        first_line = (str(exc).strip().splitlines() or [""])[0][:200]  # torch's MPS error lists every backend
         raise WireError("msgpack", f"tensor device {device!r} is not available here: "
-                        f"{type(exc).__name__}: {exc}") from None
+                        f"{type(exc).__name__}: {first_line}") from None
 
 
 # -- numpy ------------------------------------------------------------------

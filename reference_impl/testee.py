@@ -20,6 +20,13 @@ every check the in-process reference passes: that proves the protocol. `--break 
     nonfinite-nil   its encoder writes non-finite floats inside lists (-inf logprobs, NaN) as nil
     falsy-wrap-nil  its sender writes nil for a falsy object ({}, [], 0, "") at a PickleWrapper position
     trailing-byte   its encoder writes a nil after each msgpack message (its own decoder refuses it)
+    refuse-unknown-map-keys   its decoder refuses a map-encoded struct with a key it does not know
+    no-map-defaults its decoder leaves the fields a map-encoded struct omits unset (its view
+                    leaves them out; its re-encode hides it, a reader fills the defaults again)
+    tuple-any-length          its decoder fits a fixed-size tuple of another length (cut or padded)
+    device-to-cpu   its decoder restores every tensor on the CPU, whatever device it names
+    http-factory-required     its HTTP bridge refuses JSON that omits a field with a default factory
+    http-unknown-keys         its HTTP bridge drops keys it does not know instead of refusing them
 
 `--ops decode,encode` and `--transports msgpack` make it list (and answer) only those, the way a
 testee in another language starts out; checks that need the rest are skipped, naming it. Without
@@ -32,17 +39,19 @@ the view's reference reader (any implementation may reuse it or write its own).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import enum
 import json
 import math
 import os
 import pickle
 import platform
+import re
 import struct
 import sys
 import traceback
 import types
-from typing import Any, BinaryIO, Callable, Optional
+from typing import Any, BinaryIO, Callable, Iterator, Optional
 
 import msgspec
 
@@ -51,9 +60,11 @@ from reference_impl import codec, io_struct
 from reference_impl.errors import WireError
 from reference_impl.pickle_wrapper import map_wrapped
 
-PROTOCOL = 1
+PROTOCOL = 2
 BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame", "float32", "int-floats",
-          "drop-defaults", "accept-all", "nonfinite-nil", "falsy-wrap-nil", "trailing-byte")
+          "drop-defaults", "accept-all", "nonfinite-nil", "falsy-wrap-nil", "trailing-byte",
+          "refuse-unknown-map-keys", "no-map-defaults", "tuple-any-length", "device-to-cpu", "http-factory-required",
+          "http-unknown-keys")
 OPS = ("decode", "encode", "http", "receive", "unwrap", "define")
 _LEN = struct.Struct("<I")
 
@@ -163,13 +174,128 @@ def _accept_all(data: bytes) -> bytes:
     return msgspec.msgpack.encode(value)
 
 
+# -- decoder and HTTP bridge breaks: map-encoded structs, tuples, devices, HTTP keys --------------
+def map_structs(value: Any, raw: Any) -> list[tuple[msgspec.Struct, dict]]:
+    """Every map-encoded struct (array_like=False) in a decoded value, each with the msgpack map
+    it was decoded from (`raw`: the same message read without types)."""
+    found: list[tuple[msgspec.Struct, dict]] = []
+
+    def walk(node: Any, wire: Any) -> None:
+        if isinstance(node, msgspec.Struct):
+            config = node.__struct_config__
+            names = node.__struct_encode_fields__
+            if not config.array_like and isinstance(wire, dict):
+                found.append((node, wire))
+                pairs = [(getattr(node, f), wire.get(n)) for f, n in zip(node.__struct_fields__, names) if n in wire]
+            elif isinstance(wire, list):
+                items = wire[1:] if config.tag is not None else wire
+                pairs = list(zip((getattr(node, f) for f in node.__struct_fields__), items))
+            else:
+                return
+            for child, child_wire in pairs:
+                walk(child, child_wire)
+        elif isinstance(node, (list, tuple)) and isinstance(wire, list):
+            for child, child_wire in zip(node, wire):
+                walk(child, child_wire)
+        elif isinstance(node, dict) and isinstance(wire, dict):
+            for child, child_wire in zip(node.values(), wire.values()):
+                walk(child, child_wire)
+
+    walk(value, raw)
+    return found
+
+
+def unknown_map_keys(value: Any, raw: Any) -> list[str]:
+    """'Struct.key' for every map key a map-encoded struct in the value does not know."""
+    return [f"{type(obj).__name__}.{key}" for obj, wire in map_structs(value, raw)
+            for key in wire if key not in obj.__struct_encode_fields__]
+
+
+def view_without_absent_fields(value: Any, raw: Any) -> Any:
+    """The JSON view of value as a decoder that fills no defaults holds it: each map-encoded
+    struct has only the fields its map carried."""
+    from conformance.schema.golden.view import to_view
+
+    absent = {id(obj): [f for f, n in zip(obj.__struct_fields__, obj.__struct_encode_fields__) if n not in wire]
+              for obj, wire in map_structs(value, raw)}
+
+    def view(node: Any) -> Any:
+        if isinstance(node, msgspec.Struct):
+            skip = absent.get(id(node), ())
+            return {"$struct": type(node).__name__,
+                    **{f: view(getattr(node, f)) for f in node.__struct_fields__ if f not in skip}}
+        if isinstance(node, list):
+            return [view(v) for v in node]
+        return to_view(node)
+
+    return view(value)
+
+
+def fit_tuples(raw: Any, manifest: Any, struct: Optional[str] = None) -> Any:
+    """The untyped message with every fixed-size tuple cut or padded to its declared length (the
+    last element repeated): what a decoder that reads a tuple as any array then delivers."""
+    from conformance.schema.manifest.typeexpr import T
+
+    def fit(t: T, node: Any) -> Any:
+        if node is None:
+            return node
+        if t.kind == "Union":
+            arms = [a for a in t.args if a.kind != "None"]
+            return fit(arms[0], node) if len(arms) == 1 else node
+        if t.kind == "Tuple" and t.args and isinstance(node, list) and node:
+            node = (node + [node[-1]] * len(t.args))[:len(t.args)]
+            return [fit(a, v) for a, v in zip(t.args, node)]
+        if t.kind in ("List", "VarTuple", "Set", "FrozenSet") and isinstance(node, list):
+            return [fit(t.args[0], v) for v in node]
+        if t.kind == "Dict" and isinstance(node, dict):
+            return {k: fit(t.args[1], v) for k, v in node.items()}
+        spec = manifest.structs.get(t.name or "") if t.kind == "Ref" else None
+        if spec is None:
+            return node
+        if isinstance(node, list) and spec.array_like:
+            start = 1 if spec.tag else 0
+            return node[:start] + [fit(f.type_expr, v) for f, v in zip(spec.fields, node[start:])] + \
+                node[start + len(spec.fields):]
+        if isinstance(node, dict):
+            types = {f.encode_name or f.name: f.type_expr for f in spec.fields}
+            return {k: fit(types[k], v) if k in types else v for k, v in node.items()}
+        return node
+
+    if isinstance(raw, list) and raw and isinstance(raw[0], str) and raw[0] in manifest.structs:
+        return fit(T("Ref", name=raw[0]), raw)
+    return raw
+
+
+def http_json_with_breaks(cls: type, json_text: str, breaks: set[str]) -> str:
+    """The HTTP JSON body as a broken bridge sees it: `http-unknown-keys` drops the keys the
+    struct does not know (so they pass); `http-factory-required` refuses a body that omits a field
+    with a default factory, as if it had no default."""
+    if not breaks & {"http-unknown-keys", "http-factory-required"}:
+        return json_text
+    body = json.loads(json_text)
+    if not isinstance(body, dict):
+        return json_text
+    fields = msgspec.structs.fields(cls)
+    if "http-factory-required" in breaks:
+        missing = [f.name for f in fields if f.default_factory is not msgspec.NODEFAULT and f.name not in body]
+        if missing:
+            raise ParseError(f"{cls.__name__}.{missing[0]}: Field required")
+    if "http-unknown-keys" in breaks:
+        known = {f.name for f in fields}
+        body = {k: v for k, v in body.items() if k in known}
+    return json.dumps(body)
+
+
 # -- the implementation -------------------------------------------------------------
 class Testee:
     def __init__(self, breaks: set[str], ops: tuple[str, ...] = OPS,
-                 transports: tuple[str, ...] = ("msgpack", "pickle")) -> None:
+                 transports: tuple[str, ...] = ("msgpack", "pickle"), tensor_kind: str = "runtime") -> None:
         self.breaks = breaks
+        self.tensor_kind = tensor_kind
+        self._held: dict[int, tuple[Any, str]] = {}  # --tensors values: id(tensor) -> (tensor, device)
         self.ops = ops
         self.transports = transports
+        self.view: Optional[str] = None  # the view of the last decode's value (protocol 2)
         self.classes: dict[str, type] = {
             name: obj for name, obj in vars(io_struct).items()
             if isinstance(obj, type) and (issubclass(obj, msgspec.Struct) or issubclass(obj, enum.Enum))
@@ -189,6 +315,7 @@ class Testee:
             "manifest": io_struct.MANIFEST_ID,
             "transports": list(self.transports),
             "ops": list(self.ops),
+            "tensors": self.tensor_kind,  # runtime: torch refuses a device it does not have (SPEC R-TEN-3)
         }
 
     # wire helpers
@@ -199,13 +326,66 @@ class Testee:
             except Exception as exc:  # noqa: BLE001 - unpickling can raise anything; the runner hears it
                 raise ParseError(f"{type(exc).__name__}: {exc}") from None
         try:
-            return codec.decode(data, "msgpack", **{"unwrap_wrappers": False, **options})
+            with self._decoder_breaks():
+                obj = codec.decode(data, "msgpack", **{"unwrap_wrappers": False, **options})
+        except WireError as exc:
+            if "tuple-any-length" not in self.breaks:
+                raise ParseError(str(exc)) from None
+            obj = self._decode_fitting_tuples(data, options, exc)
+        if "refuse-unknown-map-keys" in self.breaks:
+            unknown = unknown_map_keys(obj, _untyped(data))
+            if unknown:
+                raise ParseError(f"msgpack decode: {unknown[0]}: unknown field")
+        return obj
+
+    def _decoder_breaks(self) -> Any:
+        from reference_impl import ext
+
+        if "device-to-cpu" in self.breaks:
+            return _patched(ext, "_to_device", lambda tensor, device: tensor)
+        if self.tensor_kind == "values":
+            return _patched(ext, "_to_device", self._hold_device)
+        return contextlib.nullcontext()
+
+    def _hold_device(self, tensor: Any, device: Any) -> Any:
+        """--tensors values: a tensor on any device is held as its CPU bytes plus the device
+        string, which its re-encode writes back (what a testee without a device runtime does)."""
+        from reference_impl import ext
+
+        match = _VALUE_DEVICE.fullmatch(device) if isinstance(device, str) else None
+        if match is None or int(match.group(2)) > ext.MAX_DEVICE_INDEX or match.group(1) in ("cpu", "meta"):
+            raise WireError("msgpack", f"tensor device {device!r} is not cpu nor <type>:<index> with an index "
+                                       f"of at most {ext.MAX_DEVICE_INDEX}")
+        self._held[id(tensor)] = (tensor, device)
+        return tensor
+
+    def _metadata_with_held_device(self, original: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        def metadata(tensor: Any) -> Any:
+            shape, dtype, device = original(tensor)
+            held = self._held.get(id(tensor))
+            return shape, dtype, held[1] if held is not None and held[0] is tensor else device
+        return metadata
+
+    def _decode_fitting_tuples(self, data: bytes, options: dict, error: WireError) -> Any:
+        from conformance.schema.manifest import load_manifest
+        from conformance.schema.wire_form import read_value, write_value
+
+        fitted = write_value(fit_tuples(read_value(data), load_manifest(io_struct.MANIFEST_ID)))
+        if fitted == data:
+            raise ParseError(str(error)) from None
+        try:
+            return codec.decode(fitted, "msgpack", **{"unwrap_wrappers": False, **options})
         except WireError as exc:
             raise ParseError(str(exc)) from None
 
     def _encode(self, obj: Any, transport: str) -> bytes:
+        from reference_impl import ext
+
+        held = _patched(ext, "tensor_metadata", self._metadata_with_held_device(ext.tensor_metadata)) \
+            if self._held else contextlib.nullcontext()
         try:
-            data = codec.encode(obj, transport)
+            with held:
+                data = codec.encode(obj, transport)
         except WireError as exc:
             raise SerializeError(str(exc)) from None
         if "flip-byte" in self.breaks and transport == "msgpack" and data:
@@ -236,7 +416,22 @@ class Testee:
                 msgspec.structs.force_setattr(obj, last.name, last.default)
             elif last.default_factory is not msgspec.NODEFAULT:
                 msgspec.structs.force_setattr(obj, last.name, last.default_factory())
-        return self._encode(obj, transport)
+        payload = self._encode(obj, transport)
+        self.view = self._view_of(obj, request["payload"], transport)
+        return payload
+
+    def _view_of(self, obj: Any, data: bytes, transport: str) -> Optional[str]:
+        """The JSON view of the decoded value itself (protocol 2), for msgpack decodes."""
+        from conformance.schema.golden.view import ViewError, dumps, to_view
+
+        if transport != "msgpack":
+            return None  # a pickled object may have no view; protocol 2 asks for msgpack decodes only
+        try:
+            if "no-map-defaults" in self.breaks:
+                return dumps(view_without_absent_fields(obj, _untyped(data)))
+            return dumps(to_view(obj))
+        except ViewError:
+            return None
 
     def op_encode(self, request: dict) -> bytes:
         from conformance.schema.golden.view import ViewError, from_view
@@ -261,7 +456,7 @@ class Testee:
         if cls is None:
             raise ParseError(f"unknown struct {request.get('struct')!r}")
         try:
-            obj = TypeAdapter(cls).validate_json(request["json"])
+            obj = TypeAdapter(cls).validate_json(http_json_with_breaks(cls, request["json"], self.breaks))
         except ValidationError as exc:
             raise ParseError(str(exc)) from None
         return self._encode(obj, "msgpack")
@@ -313,7 +508,11 @@ class Testee:
         try:
             if handler is None:
                 raise Skip(f"unknown request type {kind!r}")
+            self.view = None
+            self._held.clear()
             answer.update(result="payload", payload=handler(request))
+            if kind == "decode" and self.view is not None:
+                answer["view"] = self.view
         except ParseError as exc:
             answer.update(result="parse_error", message=str(exc))
         except SerializeError as exc:
@@ -331,6 +530,21 @@ def _truthy(value: Any) -> bool:
         return bool(value)
     except Exception:  # noqa: BLE001 - arrays have no single truth value: a careless sender wraps them
         return True
+_VALUE_DEVICE = re.compile(r"([a-z][a-z0-9_]*):(0|[1-9][0-9]*)")
+
+
+def _untyped(data: bytes) -> Any:
+    return msgspec.msgpack.decode(data, ext_hook=lambda code, raw: msgspec.msgpack.Ext(code, bytes(raw)))
+
+
+@contextlib.contextmanager
+def _patched(target: Any, name: str, replacement: Any) -> Iterator[None]:
+    original = getattr(target, name)
+    setattr(target, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(target, name, original)
 
 
 def _objects_to_wrap(obj: Any) -> list[str]:
@@ -363,12 +577,15 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="behave wrongly on purpose (repeatable)")
     parser.add_argument("--ops", type=_subset_of(OPS), default=OPS,
                         help="comma-separated ops to list in the handshake (decode and encode are required)")
+    parser.add_argument("--tensors", choices=("runtime", "values"), default="runtime",
+                        help="how it says it holds tensors (handshake 'tensors'): values = as bytes plus the device "
+                             "string, carrying any <type>:<index> device as a testee without torch does")
     parser.add_argument("--transports", type=_subset_of(("msgpack", "pickle")), default=("msgpack", "pickle"),
                         help="comma-separated transports to list in the handshake")
     args = parser.parse_args(argv)
     out, inp = sys.stdout.buffer, sys.stdin.buffer
     sys.stdout = sys.stderr  # a stray print must never corrupt the protocol stream
-    testee = Testee(set(args.breaks), args.ops, args.transports)
+    testee = Testee(set(args.breaks), args.ops, args.transports, args.tensors)
     while True:
         try:
             request = read_message(inp)

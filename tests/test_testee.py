@@ -55,7 +55,9 @@ GOOD_HELLO = {"type": "started", "protocol": 1, "implementation": {"name": "x", 
 
 @pytest.mark.parametrize("change, message", [
     ({"type": "hello"}, "expected a 'started'"),
-    ({"protocol": 2}, "protocol 2"),
+    ({"protocol": 3}, "protocol 3"),
+    ({"protocol": 2}, "needs 'tensors'"),  # protocol 2 says how the testee holds tensors
+    ({"protocol": 2, "tensors": "gpu"}, "needs 'tensors'"),
     ({"implementation": {"name": "x"}}, "implementation"),
     ({"manifest": None}, "manifest"),
     ({"transports": ["json"]}, "transports"),
@@ -70,11 +72,18 @@ def test_handshake_answer_is_validated(change, message):
         protocol.check_started({**GOOD_HELLO, **change})
 
 
+def test_both_protocol_versions_are_spoken():
+    assert protocol.check_started(GOOD_HELLO)["protocol"] == 1  # a protocol-1 testee still runs
+    for kind in protocol.TENSOR_KINDS:
+        assert protocol.check_started({**GOOD_HELLO, "protocol": 2, "tensors": kind})["tensors"] == kind
+
+
 def test_result_answers_are_validated():
     assert protocol.check_result({"id": 3, "result": "payload", "payload": b"x"}, 3)["payload"] == b"x"
     for bad, message in (({"id": 4, "result": "payload", "payload": b""}, "id 4"),
                          ({"id": 3, "result": "ok"}, "not one of"),
-                         ({"id": 3, "result": "payload"}, "needs 'payload'")):
+                         ({"id": 3, "result": "payload"}, "needs 'payload'"),
+                         ({"id": 3, "result": "payload", "payload": b"", "view": b"{}"}, "'view' is the JSON view")):
         with pytest.raises(protocol.ProtocolError, match=message):
             protocol.check_result(bad, 3)
 
@@ -223,6 +232,31 @@ def test_broken_receive_paths_fail_the_unwrap_and_security_checks():
     for check_id in ("Required.Unwrap.TokenizedGenerateReqInput.NoWrapperLeft.msgpack",
                      "Required.Security.top_level.NoPickleFromUntrustedPeer"):
         assert f"[{check_id}]" in text, f"{check_id} did not fail:\n{text[-3000:]}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags, select, failing", [
+    ("--break refuse-unknown-map-keys", "MapUnknownKey", ["Required.Accepts.BeamSearchSequence.MapUnknownKey"]),
+    # invisible to a re-encode (the runner's reader fills the defaults again): only the view shows it
+    ("--break no-map-defaults", "MapDefaultsFilled", ["Required.Accepts.KvHintAction.MapDefaultsFilled"]),
+    ("--break tuple-any-length", "Tuple", ["Required.Refuses.TokenizedEmbeddingReqInput.TupleTooShort.mm_inputs.Decode",
+                                          "Required.Refuses.TokenizedEmbeddingReqInput.TupleTooLong.mm_inputs.Decode"]),
+    ("--break device-to-cpu", "DeviceKept", ["Required.Tensor.cuda_0.DeviceKept", "Required.Tensor.npu_0.DeviceKept"]),
+    ("--tensors values --break device-to-cpu", "DeviceKept", ["Required.Tensor.xpu_1.DeviceKept"]),
+    ("--break http-factory-required", "OmittedFieldsTakeDefaults",
+     ["Required.Http.ParseFunctionCallReq.OmittedFieldsTakeDefaults"]),
+    ("--break http-unknown-keys", "RejectsUnknownKey", ["Required.Http.AbortReq.RejectsUnknownKey"]),
+])
+def test_broken_testees_fail_the_input_checks(flags, select, failing):
+    last, text = _run(f"cmd:{TESTEE} {flags}", select)
+    for check_id in failing:
+        assert f"[{check_id}]" in text, f"{check_id} did not fail under {flags}:\n{text[-3000:]}"
+
+
+@pytest.mark.slow
+def test_a_testee_holding_tensors_as_values_passes_the_device_checks():
+    last, text = _run(f"cmd:{TESTEE} --tensors values", "DeviceKept or Refuses.Tensor")
+    assert last.endswith(" 0 failed, 0 skipped") and "Required.Tensor.mps_0.DeviceKept" not in text, text[-3000:]
 
 
 # -- stray bytes on stdout, capabilities, failure context ---------------------------------------
@@ -401,3 +435,43 @@ def test_smoke_names_a_replay_command_for_each_failure():
     failed = [i for i, line in enumerate(lines) if line.startswith("FAIL")]
     assert failed and all(any(line.strip().startswith("reproduce: ipc-conformance testee replay ")
                               for line in lines[i + 1:i + 4]) for i in failed), "\n".join(lines)
+
+
+# -- protocol 2: the decoded value's own view ---------------------------------------------------
+def _vector(name: str) -> bytes:
+    return (ROOT / "golden" / "sglang-0.5.23" / f"{name}.typical.msgpack").read_bytes()
+
+
+def test_a_protocol_1_testee_skips_the_checks_that_need_the_view():
+    adapter = SubprocessAdapter(_inline())
+    try:
+        assert adapter.protocol == 1 and adapter.tensor_kind is None
+        with pytest.raises(TesteeSkipped, match="protocol 1"):
+            adapter.decoded_view(_vector("AbortReq"), "msgpack")
+    finally:
+        adapter.close()
+
+
+def test_a_protocol_2_decode_without_its_view_fails():
+    inline = [sys.executable, "-c", _INLINE.format(stray=b"", manifest='"sglang-0.5.23"').replace(
+        '"protocol": 1,', '"protocol": 2, "tensors": "values",')]
+    adapter = SubprocessAdapter(inline)
+    try:
+        assert adapter.protocol == 2 and adapter.tensor_kind == "values"
+        with pytest.raises(TesteeAnswerError, match="carries no 'view'"):
+            adapter.decoded_view(_vector("AbortReq"), "msgpack")
+    finally:
+        adapter.close()
+
+
+def test_the_reference_testee_reports_the_decoded_value_itself():
+    from conformance.schema.golden.view import to_view
+    from reference_impl import codec
+
+    data = _vector("BeamSearchOutput")
+    adapter = SubprocessAdapter(TESTEE)
+    try:
+        assert adapter.protocol == 2 and adapter.tensor_kind == "runtime"
+        assert adapter.decoded_view(data, "msgpack") == to_view(codec.decode(data, "msgpack"))
+    finally:
+        adapter.close()

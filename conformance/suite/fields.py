@@ -13,6 +13,33 @@ TENSOR_FIELD = "Optional[List[Optional[Tensor]]]"
 WRAPPER_TYPES = ("PickleWrapper", "Optional[PickleWrapper]")
 
 
+#: manifest_default of a field whose default an opaque factory makes (not comparable)
+OPAQUE_DEFAULT = object()
+_FACTORIES: dict[str, Callable[[], Any]] = {"list": list, "dict": dict, "set": set, "frozenset": frozenset,
+                                            "tuple": tuple}
+
+
+def manifest_default(field: Any) -> Any:
+    """The value an absent field takes, as the manifest states it (a `value` default without a
+    value is None; a container factory is the empty container), or OPAQUE_DEFAULT."""
+    d = field.default
+    if d.kind == "value":
+        return d.value
+    if d.kind == "factory" and d.factory in _FACTORIES:
+        return _FACTORIES[d.factory]()
+    return OPAQUE_DEFAULT
+
+
+def default_value(ipc: Any, field: Any) -> Any:
+    """manifest_default as the Python value a decoder holds (an enum's member for its value)."""
+    value = manifest_default(field)
+    t = field.type_expr
+    arms = [a for a in t.args if a.kind != "None"] if t.kind == "Union" else [t]
+    if value is not None and len(arms) == 1 and arms[0].kind == "Ref" and arms[0].name in ipc.manifest.enums:
+        return ipc.adapter.classes()[arms[0].name](value)
+    return value
+
+
 def structs_with_field(ipc: Any, predicate: Callable[[Any], bool]) -> list[str]:
     """The messages of the manifest with at least one field the predicate accepts."""
     return [s.name for s in ipc.manifest.messages if any(predicate(f) for f in s.fields)]

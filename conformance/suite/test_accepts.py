@@ -6,15 +6,21 @@ Forms: ``float32`` (floats that fit, as float 32), ``int_floats`` (integral valu
 message's own float fields as ints), ``wide_ints`` (every int in its 64-bit form), ``short``
 (trailing fields equal to their defaults left out), ``extra`` (an element after the last field).
 Only the forms that change a vector's bytes are checked for it.
+
+Map-encoded structs (R-MSG-4): each one, at the first message whose typical vector carries it,
+with an unknown key (ignored) and without its defaulted fields (defaults filled), judged on the
+decoder's own value: an in-process decoder's object, a testee's protocol-2 `view`.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from functools import lru_cache
 from typing import Any, Callable, Optional
 
 import msgspec
+import pytest
 
 from conformance.compare import differences
 from conformance.plugin import check, harness_error
@@ -23,6 +29,7 @@ from conformance.schema.wire_form import read_value as read
 from conformance.schema.wire_form import rewrite_value as rewrite
 from conformance.schema.wire_form import write_value as write
 from conformance.suite.failure import DECODE_RUNNER_BYTES, Failure, raise_failure
+from conformance.suite.fields import OPAQUE_DEFAULT, default_value, manifest_default
 from conformance.testee.adapter import TesteeAnswerError
 
 FLOAT_FIELDS = ("float", "Optional[float]")
@@ -215,3 +222,210 @@ def test_duplicate_map_key(ipc, struct):
             "a refusal or {'key': 3, 'other': 2} (first key's position, last value)", "R-VAL-6",
             f"{DECODE_RUNNER_BYTES} (its typical vector, {name} a map with a duplicate key)",
             [f"$.{name}: expected {{'key': 3, 'other': 2}}, got {got!r}"], data), ipc)
+
+
+# -- map-encoded structs: unknown keys ignored, absent fields take their defaults (R-MSG-4) ------
+UNKNOWN_KEY = "no_such_field"
+
+
+@lru_cache(maxsize=None)
+def _map_sites(manifest_json: bytes, manifest_id: str) -> dict[str, tuple[str, str, tuple]]:
+    """map struct -> (host message, map struct, the path to the map: ('field', name) and ('item',
+    index) steps), for the first place each map-encoded (array_like: false) struct holds a map
+    in a typical golden vector (messages by name)."""
+    from conformance.schema.manifest.model import Manifest
+    from conformance.suite.vectors import golden_vectors
+
+    manifest = msgspec.json.decode(manifest_json, type=Manifest)
+    paths = golden_vectors(manifest_json, manifest_id)
+    sites: dict[str, tuple[str, str, tuple]] = {}
+    found: set[str] = set()
+
+    def walk(host: str, t: Any, node: Any, steps: tuple, where: str) -> None:
+        if node is None:
+            return
+        if t.kind == "Union":
+            arms = [a for a in t.args if a.kind != "None"]
+            if len(arms) == 1:
+                walk(host, arms[0], node, steps, where)
+            return
+        if t.kind in ("List", "VarTuple") and isinstance(node, list) and node:
+            walk(host, t.args[0], node[0], steps + (("item", 0),), f"{where}[0]")
+            return
+        spec = manifest.structs.get(t.name or "") if t.kind == "Ref" else None
+        if spec is None or spec.name == "PickleWrapper":
+            return
+        if not spec.array_like and isinstance(node, dict):
+            if spec.name not in found:
+                found.add(spec.name)
+                sites[spec.name] = (host, spec.name, steps)
+            for f in spec.fields:
+                key = f.encode_name or f.name
+                if key in node:
+                    walk(host, f.type_expr, node[key], steps + (("field", f.name),), f"{where}.{f.name}")
+        elif spec.array_like and isinstance(node, list):
+            start = 1 if spec.tag else 0
+            for f, value in zip(spec.fields, node[start:]):
+                walk(host, f.type_expr, value, steps + (("field", f.name),), f"{where}.{f.name}")
+
+    for spec in sorted(manifest.messages, key=lambda s: s.name):
+        path = paths.get((spec.name, "typical"))
+        if path is None or not spec.array_like:
+            continue
+        tree = msgspec.msgpack.decode(path.read_bytes(), ext_hook=lambda code, raw: None)
+        for f, value in zip(spec.fields, tree[1:]):
+            walk(spec.name, f.type_expr, value, (("field", f.name),), f.name)
+    return sites
+
+
+def _map_cases(ipc) -> list[str]:
+    if "msgpack" not in ipc.transports:
+        return []
+    return list(_map_sites(ipc.manifest.to_json(), ipc.manifest.id))
+
+
+def _map_default_cases(ipc) -> list[str]:
+    return [struct for struct in _map_cases(ipc) if _defaulted(ipc, struct)]
+
+
+def _defaulted(ipc, struct: str) -> list[Any]:
+    return [f for f in ipc.manifest.structs[struct].fields
+            if f.default.kind != "required" and manifest_default(f) is not OPAQUE_DEFAULT]
+
+
+def _at(value: Any, steps: tuple) -> Any:
+    for kind, key in steps:
+        value = getattr(value, key) if kind == "field" else value[key]
+    return value
+
+
+def _view_at(view: Any, steps: tuple) -> Any:
+    for kind, key in steps:
+        if kind == "field":
+            if not isinstance(view, dict) or key not in view:
+                raise KeyError(key)
+            view = view[key]
+        else:
+            if not isinstance(view, list) or len(view) <= key:
+                raise KeyError(key)
+            view = view[key]
+    return view
+
+
+def _edited_map(ipc, host: str, steps: tuple, edit: Callable[[dict], dict]) -> bytes:
+    """The host's typical vector with the map at `steps` replaced by edit(map)."""
+    from conformance.suite.vectors import golden_vector
+
+    spec = ipc.manifest.structs[host]
+    tree = read(golden_vector(ipc, host, "typical"))
+    node, parent, key = tree, None, None
+    structs = [spec]
+    for kind, step in steps:
+        parent = node
+        if kind == "field":
+            current = structs[-1]
+            index = [f.name for f in current.fields].index(step)
+            if isinstance(node, dict):
+                key = current.fields[index].encode_name or step
+            else:
+                key = index + (1 if current.tag else 0)
+            structs.append(_struct_of(ipc, current.fields[index].type_expr))
+        else:
+            key = step
+        node = node[key]
+    parent[key] = edit(node)
+    return write(tree)
+
+
+def _struct_of(ipc, t: Any) -> Any:
+    """The struct spec a field's type leads to (through Optional and List), or the last one."""
+    while t.kind in ("Union", "List", "VarTuple"):
+        t = next(a for a in t.args if a.kind != "None")
+    return ipc.manifest.structs.get(t.name or "")
+
+
+def _view_differences(expected: Any, got: Any, path: str) -> list[str]:
+    """Where the testee's JSON view differs from the expected one (types kept apart: 1 is not
+    1.0 nor true; floats by their text, so -0.0 is not 0.0)."""
+    if isinstance(expected, dict) and isinstance(got, dict):
+        out = [f"{path}.{k}: absent from the decoded value (SPEC R-MSG-4: the decoder fills in the default, "
+               f"{json.dumps(expected[k])})" for k in expected if k not in got]
+        out += [f"{path}.{k}: in the decoded value, but no field of the manifest (an unknown key kept?)"
+                for k in got if k not in expected]
+        for k in expected:
+            if k in got:
+                out += _view_differences(expected[k], got[k], f"{path}.{k}" if not k.startswith("$") else path)
+        return out
+    if isinstance(expected, list) and isinstance(got, list):
+        if len(expected) != len(got):
+            return [f"{path}: {len(got)} items, expected {len(expected)}"]
+        return [d for i, (e, g) in enumerate(zip(expected, got)) for d in _view_differences(e, g, f"{path}[{i}]")]
+    if type(expected) is not type(got) or repr(expected) != repr(got):
+        return [f"{path}: {json.dumps(got)}, expected {json.dumps(expected)}"]
+    return []
+
+
+def _judge_map(ipc, case: str, data: bytes, expected: Any, what: str) -> None:
+    """The implementation's own decoded value at the map's place must equal `expected`: an
+    in-process decoder's object, a testee's reported view (never its re-encode, which a reader
+    would repair)."""
+    from conformance.schema.golden.view import to_view
+    from conformance.testee.adapter import SubprocessAdapter
+
+    host, struct, steps = _map_sites(ipc.manifest.to_json(), ipc.manifest.id)[case]
+    where = ".".join(str(key) if kind == "field" else f"[{key}]" for kind, key in steps).replace(".[", "[")
+    if isinstance(ipc.adapter, SubprocessAdapter):
+        try:
+            view = ipc.adapter.decoded_view(data, "msgpack")
+        except Exception as exc:
+            if harness_error(exc) or not isinstance(exc, ValueError):
+                raise
+            pytest.fail(f"{host}.{where} ({struct}, map-encoded) {what}: the decoder refused it "
+                        f"(SPEC R-MSG-4: it MUST decode): {exc}")
+        try:
+            got = _view_at(view, steps)
+        except KeyError as exc:
+            pytest.fail(f"{host}.{where}: the decoded value's view has no {exc} (SPEC §13.3: every field)"
+                        + ipc.adapter.reproducers(1))
+        diffs = _view_differences(to_view(expected), got, f"{host}.{where}")
+        assert not diffs, (f"{host}.{where} ({struct}, map-encoded, msgpack) {what}: the testee's decoded value "
+                           f"(its view) differs at {diffs[0]}" + "".join(f"\n  {d}" for d in diffs[1:8])
+                           + ipc.adapter.reproducers(1))
+        return
+    try:
+        decoded = ipc.adapter.decode(data, "msgpack")
+    except Exception as exc:  # noqa: BLE001 - any refusal of valid bytes is the finding
+        pytest.fail(f"{host}.{where} ({struct}, map-encoded, msgpack) {what}: the decoder refused it "
+                    f"(SPEC R-MSG-4: it MUST decode): {type(exc).__name__}: {exc}")
+    diffs = differences(expected, _at(decoded, steps), f"{host}.{where}")
+    assert not diffs, (f"{host}.{where} ({struct}, map-encoded, msgpack) {what}: decoded to another value at "
+                       f"{diffs[0]}" + "".join(f"\n  {d}" for d in diffs[1:8]))
+
+
+@check("Accepts", per=("case",), name="MapUnknownKey", cases={"case": _map_cases})
+def test_map_unknown_key_ignored(ipc, case):
+    host, struct, steps = _map_sites(ipc.manifest.to_json(), ipc.manifest.id)[case]
+    data = _edited_map(ipc, host, steps, lambda node: {**node, UNKNOWN_KEY: [1, "two"]})
+    if ipc.manifest.structs[struct].options.get("forbid_unknown_fields"):
+        try:
+            ipc.adapter.decode(data, "msgpack")
+        except Exception as exc:
+            if harness_error(exc):
+                raise
+            return
+        pytest.fail(f"{host}: {struct} forbids unknown fields, yet a map with the key {UNKNOWN_KEY!r} decoded "
+                    "(SPEC R-MSG-4)")
+    expected = _at(ipc.instance(host, "typical"), steps)
+    _judge_map(ipc, case, data, expected, f"with an unknown key {UNKNOWN_KEY!r} (to be ignored)")
+
+
+@check("Accepts", per=("case",), name="MapDefaultsFilled", cases={"case": _map_default_cases})
+def test_map_absent_fields_take_defaults(ipc, case):
+    host, struct, steps = _map_sites(ipc.manifest.to_json(), ipc.manifest.id)[case]
+    fields = _defaulted(ipc, struct)
+    keys = {f.encode_name or f.name for f in fields}
+    data = _edited_map(ipc, host, steps, lambda node: {k: v for k, v in node.items() if k not in keys})
+    expected = _at(ipc.instance(host, "typical"), steps)
+    expected = msgspec.structs.replace(expected, **{f.name: default_value(ipc, f) for f in fields})
+    _judge_map(ipc, case, data, expected, f"without {', '.join(sorted(f.name for f in fields))} (defaulted fields)")
+

@@ -1,15 +1,19 @@
 """Tensors of every dtype and layout (views, non-contiguous, zero-dim, empty, with gradients, on a
-GPU) arrive exactly, and the same on both transports."""
+GPU) arrive exactly, and the same on both transports; a tensor on a device this machine may not
+have (cuda, xpu, npu, mps) keeps its device string or is refused naming it (R-TEN-3)."""
 
 from __future__ import annotations
 
 import copy
+import struct
+from typing import Any
 
+import msgspec
 import pytest
 import torch
 
 from conformance.compare import differences
-from conformance.plugin import check
+from conformance.plugin import check, harness_error
 from conformance.suite.failure import Failure, raise_failure, round_trip_step
 from conformance.suite.fields import tensor_carrier
 
@@ -78,3 +82,96 @@ def test_tensor_cross_transport(ipc, case):
                               "the implementation's encode and decode over each transport, the two results compared "
                               f"(expected: the pickle result; msgpack: {_step(ipc, value, field, data, 'msgpack')})",
                               diffs, value=value), ipc)
+
+
+# -- device strings without a GPU (R-TEN-3) --------------------------------------------------------
+#: check subject -> the device string a tensor's metadata names
+DEVICES = {"cuda_0": "cuda:0", "cuda_1": "cuda:1", "cuda_127": "cuda:127", "xpu_1": "xpu:1", "npu_0": "npu:0",
+           "mps_0": "mps:0"}
+_DATA = struct.pack("<2f", 1.5, -2.0)
+
+
+def _device_present(device: str) -> bool:
+    """Whether this machine (the runner's, which is the implementation's) has the device, as torch sees it."""
+    kind, _, index = device.partition(":")
+    if kind == "mps":
+        return bool(torch.backends.mps.is_available()) and index == "0"
+    backend = getattr(torch, kind, None)
+    try:
+        return bool(backend.is_available()) and int(index) < backend.device_count()
+    except Exception:  # noqa: BLE001 - no such backend in this torch build, or it cannot be queried: not here
+        return False
+
+
+def _with_device(ipc, device: str) -> tuple[str, str, int, bytes]:
+    """(message, field, its array position, bytes): the typical vector of the tensor carrier with
+    the field holding one float32 tensor [1.5, -2.0] whose metadata names `device`."""
+    from conformance.schema.wire_form import read_value, write_value
+    from conformance.suite.vectors import golden_vector
+
+    struct_name, field = tensor_carrier(ipc)
+    position = [f.name for f in ipc.manifest.structs[struct_name].fields].index(field) + 1
+    tree = read_value(golden_vector(ipc, struct_name, "typical"))
+    meta = msgspec.msgpack.encode([[2], "float32", device])
+    tree[position] = [msgspec.msgpack.Ext(2, struct.pack(">I", len(meta)) + meta + _DATA)]
+    return struct_name, field, position, write_value(tree)
+
+
+def _carried(payload: bytes, position: int) -> tuple[Any, str]:
+    """(metadata, raw) of the first tensor at `position` of a message's untyped msgpack."""
+    tree = msgspec.msgpack.decode(payload, ext_hook=lambda code, raw: msgspec.msgpack.Ext(code, bytes(raw)))
+    ext = tree[position][0]
+    (size,) = struct.unpack_from(">I", ext.data)
+    return msgspec.msgpack.decode(ext.data[4:4 + size]), ext.data[4 + size:]
+
+
+@check("Tensor", per=("device",), name="DeviceKept", cases={"device": lambda ipc: list(DEVICES)})
+def test_tensor_device_kept(ipc, device):
+    """A tensor on a device the runner may not have: an implementation that holds tensors as values
+    MUST accept it and send the same device string on; one with a device runtime restores it there
+    or, when this machine has no such device, refuses naming it. Neither may put it on the CPU."""
+    from conformance.testee.adapter import SubprocessAdapter, TesteeError
+
+    name = DEVICES[device]
+    struct_name, field, position, data = _with_device(ipc, name)
+    where = f"{struct_name}.{field}[0] (msgpack)"
+    testee = isinstance(ipc.adapter, SubprocessAdapter)
+    kind = ipc.adapter.tensor_kind if testee else getattr(ipc.adapter, "tensor_kind", "runtime")
+    present = _device_present(name)
+    try:
+        answer = ipc.adapter.decoded_payload(data, "msgpack") if testee else ipc.adapter.decode(data, "msgpack")
+    except Exception as exc:
+        if harness_error(exc) or (testee and not isinstance(exc, TesteeError)):
+            raise
+        if kind == "values":
+            pytest.fail(f"{where}: a tensor on {name!r} was refused, yet the testee holds tensors as values "
+                        f"(handshake 'tensors': 'values'): SPEC R-TEN-3, it MUST accept every <type>:<index> device "
+                        f"and carry the string unchanged: {exc}")
+        if present:
+            pytest.fail(f"{where}: a tensor on {name!r} was refused, and this machine has that device "
+                        f"(SPEC R-TEN-3: restore it there): {exc}")
+        # naming it: the device, or at least its type (torch's own "Torch not compiled with CUDA enabled")
+        assert name in str(exc) or name.partition(":")[0].lower() in str(exc).lower(), (
+            f"{where}: a tensor on {name!r}, a device this machine lacks, was refused without naming the device "
+            f"(SPEC R-TEN-3): {str(exc)[:300]}")
+        return
+    if testee:
+        try:
+            got_meta, raw = _carried(answer, position)
+            got_device = got_meta[2]
+        except Exception as exc:  # noqa: BLE001 - whatever is wrong with the answer, the check says what
+            pytest.fail(f"{where}: the testee's re-encode holds no tensor at {field}[0] the runner can read: "
+                        f"{type(exc).__name__}: {exc}" + ipc.adapter.reproducers(1))
+    else:
+        got_device, got_meta, raw = str(getattr(answer, field)[0].device), None, None
+    assert got_device == name, (
+        f"{where}: a tensor on {name!r} arrived on {got_device!r} (SPEC R-TEN-3: restore it on that device, or "
+        f"refuse it naming the device when it does not exist; never silently move it)"
+        + (ipc.adapter.reproducers(1) if testee else ""))
+    if testee:
+        assert got_meta[:2] == [[2], "float32"] and raw == _DATA, (
+            f"{where}: the tensor on {name!r} came back as {got_meta!r} with data {raw.hex()}, "
+            f"not [[2], 'float32', {name!r}] with {_DATA.hex()}" + ipc.adapter.reproducers(1))
+    elif kind == "runtime" and not present:
+        pytest.fail(f"{where}: a tensor on {name!r} decoded, yet this machine has no such device "
+                    "(SPEC R-TEN-3: a device runtime refuses a device it does not have)")

@@ -6,6 +6,8 @@ start handshake and maps every Adapter method onto requests (spec/testee.md):
     encode(obj, t)        -> `encode` with the JSON view of obj; the answer is the wire bytes
     decode(data, t)       -> `decode`: the testee decodes and re-encodes; the runner decodes
                              that answer with the reference codec to compare values
+    decoded_view(data, t) -> `decode`, judged on the JSON view of the decoded value that a
+                             protocol-2 answer carries (checks of what a re-encode hides)
     wrap(obj)             -> obj (the testee's `encode` is its sender path: it wraps)
     unwrap(obj)           -> `unwrap` (optional op; Python testees), answered as pickle
     receive(data, t)      -> `receive` (optional op), the untrusted receive path
@@ -22,6 +24,7 @@ from __future__ import annotations
 import atexit
 import collections
 import hashlib
+import json
 import os
 import pickle
 import queue
@@ -188,6 +191,11 @@ class SubprocessAdapter(Adapter):
         self.transports = tuple(t for t in ("pickle", "msgpack") if t in self.hello.get("transports", ["msgpack"]))
         self.ops = frozenset(self.hello.get("ops", protocol.REQUIRED_OPS))
         self.capabilities = protocol.capabilities(self.ops)
+        #: the protocol version the testee answered (1 or 2): protocol 2 decodes report a view
+        self.protocol = int(self.hello["protocol"])
+        #: how it holds tensors ("runtime", "values"), or None: a protocol-1 testee does not say
+        self.tensor_kind: Optional[str] = self.hello.get("tensors")
+        self._last_answer: dict = {}
         try:
             self.manifest: Manifest = load_manifest(self.hello["manifest"])
         except UsageError as exc:
@@ -241,6 +249,7 @@ class SubprocessAdapter(Adapter):
         except TesteeRuntimeError as exc:
             raise TesteeRuntimeError(f"{exc}{self._context(request, step)}") from None
         kind = answer["result"]
+        self._last_answer = answer
         if kind == "payload":
             payload = bytes(answer["payload"])
             if op == "encode":
@@ -339,6 +348,34 @@ class SubprocessAdapter(Adapter):
         request = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
         answer = self._request("decode", self._input_step("decode", data), **request)
         return self._answer_value(answer, transport, {"type": "decode", **request})
+
+    def decoded_view(self, data: bytes, transport: str) -> Any:
+        """The testee's own decoded value of `data`, as the JSON view (SPEC §13.3, plain JSON data)
+        its `decode` answer carries (protocol 2), not the runner's decode of its re-encode: what
+        the re-encode would hide (a default not filled, a key kept) shows here. A protocol-1 testee
+        reports no view: the check is skipped, naming the protocol; a protocol-2 answer without
+        one fails it."""
+        if self.protocol < 2:
+            raise TesteeSkipped(f"{self.label} speaks testee protocol {self.protocol}: this check judges the decoded "
+                                "value itself, which protocol 2's decode answer carries as 'view' (spec/testee.md)")
+        request = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
+        payload = self._request("decode", **request)
+        self._answer_value(payload, transport, {"type": "decode", **request})  # the answer must still decode
+        text = self._last_answer.get("view")
+        if not isinstance(text, str):
+            raise TesteeAnswerError("the testee speaks protocol 2, yet its decode answer carries no 'view'"
+                                    + self._context({"type": "decode", **request}))
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise TesteeAnswerError(f"the decode answer's 'view' is not JSON: {exc}"
+                                    + self._context({"type": "decode", **request})) from None
+
+    def decoded_payload(self, data: bytes, transport: str) -> bytes:
+        """The testee's re-encode of `data` as it answered it, unread: for checks that judge the
+        bytes themselves (a device string the runner's own decoder cannot hold)."""
+        request = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
+        return self._request("decode", **request)
 
     def wrap(self, obj: Any) -> Any:
         return obj  # the testee's encode is its whole sender path, wrapping included

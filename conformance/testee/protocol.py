@@ -5,8 +5,9 @@ one msgpack map with string keys. The runner writes requests to the testee's std
 reads one response per request from its stdout (stderr is the testee's log).
 
     start    -> started   {protocol, implementation{name, version, language}, manifest,
-                           transports, ops}
-    decode   -> result    decode `payload` as one message and re-encode it
+                           transports, ops, tensors (protocol 2)}
+    decode   -> result    decode `payload` as one message and re-encode it; protocol 2 adds
+                          `view`, the JSON view of the decoded value itself
     encode   -> result    build the message a JSON view describes and encode it
     http     -> result    validate HTTP JSON into `struct`, answer its msgpack encoding
     receive  -> result    the receive path for an UNTRUSTED peer, answer the message re-encoded
@@ -25,7 +26,12 @@ from typing import Any, BinaryIO, Iterable, Optional
 
 import msgspec
 
-PROTOCOL = 1
+#: the version this runner asks for; it also speaks every earlier one (spec/testee.md 2.1)
+PROTOCOL = 2
+PROTOCOLS = (1, 2)
+#: how a testee holds tensors (handshake member `tensors`, protocol 2): in a device runtime
+#: such as torch, or as values (shape, dtype, device string, bytes), as every non-Python one does
+TENSOR_KINDS = ("runtime", "values")
 RESULTS = ("payload", "parse_error", "serialize_error", "runtime_error", "skipped")
 REQUIRED_OPS = ("decode", "encode")
 OPTIONAL_OPS = ("http", "receive", "unwrap", "define")
@@ -135,8 +141,9 @@ def check_started(message: Any) -> dict:
     """Validate the answer to `start`; returns it."""
     if not isinstance(message, dict) or message.get("type") != "started":
         raise ProtocolError(f"expected a 'started' answer to 'start', got {message!r:.200}")
-    if message.get("protocol") != PROTOCOL:
-        raise ProtocolError(f"testee speaks protocol {message.get('protocol')!r}; this runner speaks {PROTOCOL}")
+    if message.get("protocol") not in PROTOCOLS:
+        raise ProtocolError(f"testee speaks protocol {message.get('protocol')!r}; this runner speaks "
+                            f"{', '.join(map(str, PROTOCOLS))}")
     impl = message.get("implementation")
     if not isinstance(impl, dict) or not isinstance(impl.get("name"), str) or not isinstance(impl.get("version"), str):
         raise ProtocolError("'started' needs implementation {name, version} as strings")
@@ -148,6 +155,10 @@ def check_started(message: Any) -> dict:
     ops = message.get("ops", list(REQUIRED_OPS))
     if not _str_list(ops) or not set(REQUIRED_OPS) <= set(ops):
         raise ProtocolError(f"'ops' must be a list of strings including {list(REQUIRED_OPS)}, got {ops!r:.200}")
+    tensors = message.get("tensors")
+    if message["protocol"] >= 2 and tensors not in TENSOR_KINDS:
+        raise ProtocolError(f"protocol 2 needs 'tensors', one of {', '.join(TENSOR_KINDS)} "
+                            f"(how the testee holds tensors), got {tensors!r:.100}")
     return message
 
 
@@ -161,4 +172,6 @@ def check_result(message: Any, request_id: int) -> dict:
         raise ProtocolError(f"result {kind!r} is not one of {', '.join(RESULTS)}")
     if kind == "payload" and not isinstance(message.get("payload"), (bytes, bytearray)):
         raise ProtocolError("a payload result needs 'payload' as msgpack bin")
+    if "view" in message and not isinstance(message["view"], str):
+        raise ProtocolError("'view' is the JSON view as text (msgpack str)")
     return message

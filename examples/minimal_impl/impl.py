@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import array
 import pickle
+import re
 import struct
 import sys
 import types
@@ -29,6 +30,8 @@ sys.modules[structs.__name__] = structs  # so pickle finds the classes by name
 exec(compile(generate(MANIFEST), structs.__name__, "exec"), structs.__dict__)
 
 META = struct.Struct(">I")
+#: SPEC R-TEN-3: cpu, or <type>:<index> with an index of 0 to 127 (torch's device index is 8-bit)
+DEVICE = re.compile(r"cpu|[a-z][a-z0-9_]*:(?:[0-9]|[1-9][0-9]|1[01][0-9]|12[0-7])")
 
 
 def _buffer(code: int, metadata: Any, raw: bytes) -> msgspec.msgpack.Ext:
@@ -65,7 +68,14 @@ def ext_hook(code: int, data: memoryview) -> Any:
     if str(dt).startswith("torch.q"):  # quantized: no raw-byte form, and reading one built from bytes crashes
         raise ValueError(f"tensor dtype {dtype} is quantized")
     t = torch.frombuffer(bytearray(raw), dtype=dt).reshape(shape) if raw else torch.empty(shape, dtype=dt)
-    return t.to(device)
+    if device == "cpu":
+        return t
+    if not isinstance(device, str) or not DEVICE.fullmatch(device) or device.startswith(("cpu:", "meta:")):
+        raise ValueError(f"tensor device {device!r} is not cpu nor <type>:<index of 0 to 127>")
+    try:
+        return t.to(device)
+    except (AssertionError, RuntimeError, NotImplementedError) as exc:  # what torch raises for an absent device
+        raise ValueError(f"tensor device {device!r} is not available here: {str(exc)[:100]}") from None
 
 
 def dec_hook(tp: type, obj: Any) -> Any:

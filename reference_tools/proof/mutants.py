@@ -27,7 +27,13 @@ from conformance.schema.wire_form import Float32, fits_float32
 from conformance.schema.wire_form import read_value as read
 from conformance.schema.wire_form import rewrite_value as rewrite
 from conformance.schema.wire_form import write_value as write
-from reference_impl.testee import trailing_defaults  # the same bug as the testee's --break drop-defaults
+from reference_impl.testee import (  # the bugs of its --break modes: drop-defaults, map, tuple, HTTP ones
+    fit_tuples,
+    http_json_with_breaks,
+    map_structs,
+    trailing_defaults,
+    unknown_map_keys,
+)
 from reference_tools.adapter import ReferenceAdapter
 
 
@@ -904,6 +910,79 @@ class NumpyFloatsRoundedToShortest(Mutant):
             return float(str(value)) if isinstance(value, np.floating) else original(value)
         with patched(ext, "enc_hook", textual):
             return super().encode(obj, transport)
+
+
+# -- map-encoded structs, fixed-size tuples, the HTTP bridge (R-MSG-4, R-MSG-11, R-HTTP-2) ---------
+def _untyped_tree(data: bytes) -> Any:
+    return msgspec.msgpack.decode(data, ext_hook=lambda code, raw: msgspec.msgpack.Ext(code, bytes(raw)))
+
+
+class MapUnknownKeysRefused(Mutant):
+    """A map-encoded struct with a key the decoder does not know fails the decode (R-MSG-4: ignore it)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        value = super().decode(data, transport)
+        if transport == "msgpack":
+            unknown = unknown_map_keys(value, _untyped_tree(data))
+            if unknown:
+                raise ValueError(f"Object contains unknown field `{unknown[0]}`")
+        return value
+
+
+class MapDefaultsNotFilled(Mutant):
+    """Fields a map-encoded struct leaves out arrive as None, not as their defaults (R-MSG-4)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        value = super().decode(data, transport)
+        if transport == "msgpack":
+            for obj, wire in map_structs(value, _untyped_tree(data)):
+                for name, key in zip(obj.__struct_fields__, obj.__struct_encode_fields__):
+                    if key not in wire:
+                        msgspec.structs.force_setattr(obj, name, None)
+        return value
+
+
+class TupleAnyLength(Mutant):
+    """A fixed-size tuple of another length is cut or padded to fit instead of failing the decode (R-MSG-11)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        try:
+            return super().decode(data, transport)
+        except Exception:
+            if transport != "msgpack":
+                raise
+            from conformance.schema.manifest import load_manifest
+
+            fitted = write(fit_tuples(read(data), load_manifest(self._module.MANIFEST_ID)))
+            if fitted == bytes(data):
+                raise
+            return super().decode(fitted, transport)
+
+
+class HttpFactoryRequired(Mutant):
+    """The HTTP bridge treats a field with a default factory as required (R-HTTP-2: it takes the default)."""
+
+    kind = "http"
+
+    def validate_http(self, struct: str, json_text: str) -> Any:
+        cls = getattr(self._module, struct)
+        return super().validate_http(struct, http_json_with_breaks(cls, json_text, {"http-factory-required"}))
+
+
+class HttpUnknownKeysAccepted(Mutant):
+    """The HTTP bridge drops keys it does not know instead of rejecting them (R-HTTP-2)."""
+
+    kind = "http"
+
+    def validate_http(self, struct: str, json_text: str) -> Any:
+        cls = getattr(self._module, struct)
+        return super().validate_http(struct, http_json_with_breaks(cls, json_text, {"http-unknown-keys"}))
 
 
 class NoBug(_WireNodes):

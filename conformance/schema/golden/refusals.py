@@ -357,6 +357,57 @@ class _Builder:
                      struct=struct, field=f"{self.manifest.structs[struct].fields[i].name}.{missing.name}",
                      payload=self.replaced(struct, i, edited))
 
+    def tuple_lengths(self) -> None:
+        """A fixed-size tuple (`Tuple[A, B]`) one element short and one element long, at the
+        first message field that reaches one (directly, in a list, or in a nested struct)."""
+        for spec, i, f in self.fields():
+            raw = self.typical(spec.name)
+            found = self._with_tuple(f.type_expr, raw[i + 1], f.name)
+            if found is None:
+                continue
+            for name, change, why in (("TupleTooShort", lambda items: items[:-1], "one element short"),
+                                      ("TupleTooLong", lambda items: [*items, items[-1]], "one element long")):
+                edited, where, tuple_type = self._with_tuple(f.type_expr, raw[i + 1], f.name, change)
+                self.add(f"{spec.name}.{name}.{f.name}", "tuple-length", "R-MSG-11",
+                         f"{_render(tuple_type)} holds exactly {len(tuple_type.args)} elements; this array is {why}",
+                         struct=spec.name, field=where, payload=self.replaced(spec.name, i, edited))
+            return
+
+    def _with_tuple(self, t: T, raw: Any, where: str, change: Callable[[list], list] = lambda items: items,
+                    ) -> Optional[tuple[Any, str, T]]:
+        """(raw with the first fixed tuple reachable in t set to `change` of a valid tuple, the
+        tuple's field path, its type), or None when no fixed tuple is reachable through raw."""
+        t = _strip_optional(t)
+        if t.kind == "Tuple" and t.args:
+            items = [_SAMPLE.get(a.kind) for a in t.args]
+            if any(item is None for item in items):
+                return None
+            return change(items), where, t
+        if t.kind == "List":
+            items = raw if isinstance(raw, list) else []
+            inner = self._with_tuple(t.args[0], items[0] if items else None, f"{where}[0]", change)
+            return None if inner is None else ([inner[0], *items[1:]], inner[1], inner[2])
+        nested = self.manifest.structs.get(t.name or "") if t.kind == "Ref" else None
+        if nested is None or nested.name == "PickleWrapper":
+            return None
+        for j, nf in enumerate(nested.fields):
+            if isinstance(raw, list) and nested.array_like:
+                key: Any = j + (1 if nested.tag else 0)
+                if key >= len(raw):
+                    continue
+            elif isinstance(raw, dict) and not nested.array_like:
+                key = nf.encode_name or nf.name
+                if key not in raw:
+                    continue
+            else:
+                return None
+            inner = self._with_tuple(nf.type_expr, raw[key], f"{where}.{nf.name}", change)
+            if inner is not None:
+                edited = list(raw) if isinstance(raw, list) else dict(raw)
+                edited[key] = inner[0]
+                return edited, inner[1], inner[2]
+        return None
+
     def _host_of(self, nested: str) -> Optional[tuple[str, int, Any]]:
         for spec, i, f in self.fields():
             t = _strip_optional(f.type_expr)
@@ -485,7 +536,9 @@ class _Builder:
             ("UnknownDevice", _buffer(2, meta([[2], "float32", "nosuchdevice"]), tensor_ok[1]), "R-TEN-3",
              "no device type 'nosuchdevice'"),
             ("AbsentDevice", _buffer(2, meta([[2], "float32", "cuda:4096"]), tensor_ok[1]), "R-TEN-3",
-             "no machine has a device cuda:4096"),
+             "device indices end at 127 (torch's is 8-bit: torch.device('cuda:4096') is cuda:0)"),
+            ("DeviceIndexAbove127", _buffer(2, meta([[2], "float32", "cuda:128"]), tensor_ok[1]), "R-TEN-3",
+             "device indices end at 127 (torch's is 8-bit: torch.device('cuda:128') is cuda:-128)"),
         ]
         cases_ndarray = [
             ("MetaLengthPastPayload", _buffer(3, meta([[2], "<f4"]), b"\x00" * 8, meta_len=1000), "R-EXT-3",
@@ -560,6 +613,16 @@ class _Builder:
                  view="\udfff")
 
 
+#: a valid wire value per scalar kind, to build a fixed-size tuple the typical vector leaves empty
+_SAMPLE: dict[str, Any] = {"int": 1, "float": 0.5, "str": "s", "bool": True, "bytes": b"\x00"}
+
+
+def _render(t: T) -> str:
+    from conformance.schema.manifest.typeexpr import render
+
+    return render(t)
+
+
 def _hashable(value: Any) -> bool:
     return not isinstance(value, (dict, list))
 
@@ -623,7 +686,8 @@ def build(manifest: Manifest, vector: Callable[[str], bytes]) -> list[Refusal]:
     """Every refusal case of the manifest; vector(struct) gives the golden typical bytes."""
     b = _Builder(manifest, vector)
     for family in (b.wrong_types, b.wrong_elements, b.named_confusions, b.enums_and_literals, b.missing_required,
-                   b.tags, b.malformed, b.truncations, b.utf8, b.pickle_wrapper, b.extensions, b.encode_side):
+                   b.tuple_lengths, b.tags, b.malformed, b.truncations, b.utf8, b.pickle_wrapper, b.extensions,
+                   b.encode_side):
         family()
     ids = [r.id for r in b.out]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
