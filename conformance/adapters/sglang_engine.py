@@ -98,6 +98,7 @@ def _socket(ctx: zmq.Context, kind: int, endpoint: str, bind: bool) -> zmq.Socke
     sock = ctx.socket(kind)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDTIMEO, int(TIMEOUT_S * 1000))
+    sock.setsockopt(zmq.RCVTIMEO, int(TIMEOUT_S * 1000))  # a blocking loop never outlives its rig
     (sock.bind if bind else sock.connect)(endpoint)
     return sock
 
@@ -279,7 +280,11 @@ class OutputRig:
         detokenizer.recv_from_scheduler = receiver
         detokenizer.soft_watchdog = _Watchdog()
         handed: queue.Queue = queue.Queue()
-        detokenizer._request_dispatcher = lambda recv_obj: handed.put(recv_obj)  # the handlers' input
+
+        def dispatch(recv_obj: Any) -> None:  # the handlers' input; then the loop ends (its sock_recv blocks)
+            handed.put(recv_obj)
+            detokenizer.soft_watchdog.stopping.set()
+        detokenizer._request_dispatcher = dispatch
         self.io.sock_send(sender, obj)
         loop = _Loop(detokenizer.event_loop, detokenizer.soft_watchdog)
         try:
