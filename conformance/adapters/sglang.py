@@ -105,7 +105,7 @@ class SGLangAdapter(Adapter):
 
         with transport_mode(self._io, transport):
             value = self._io.sock_recv(sock)
-        return self._unwrap_fields(value) if transport == "msgpack" else value
+        return self._unwrap_fields(value)
 
     # -- the engine's receive paths (sglang_engine.py) -------------------------------
     def receive_paths(self) -> Mapping[str, ReceivePath]:
