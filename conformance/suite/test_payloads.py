@@ -1,4 +1,4 @@
-"""The implementation's own payloads (SPEC R-PW-7; R-PW-1, R-PW-3): the objects it really keeps
+"""The implementation's own payloads (SPEC R-PW-1; R-PW-1, R-PW-3): the objects it really keeps
 at PickleWrapper and Any positions (its time stats with their trace context, customized info, a
 handshake sent as a whole wrapped message), from ``Adapter.payload_samples()``, cross the wire
 with their state whole. Each sample is set at its position of the canonical message, wrapped by
@@ -81,4 +81,4 @@ def test_payload_state_kept(ipc, position, transport):
         assert not left, (f"{what} arrived still wrapped at {', '.join(left)} ({transport}): the receive path "
                           f"did not open it (SPEC R-PW-3)")
         diffs = state_differences(ipc.adapter.payload_samples()[position][index], got)
-        assert not diffs, failure_message(f"{what} lost state over {transport} (SPEC R-PW-7)", diffs)
+        assert not diffs, failure_message(f"{what} lost state over {transport} (SPEC R-PW-1)", diffs)

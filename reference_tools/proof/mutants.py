@@ -914,7 +914,7 @@ class NdarraysShareReceiveBuffer(Mutant):
 
 class TimeStatsDropsAField(Mutant):
     """The engine's time stats leave their trace carrier out when pickled into the wrapper (their
-    pickling drops a field), so the receiver reads the default (R-PW-1, R-PW-7)."""
+    pickling drops a field), so the receiver reads the default (R-PW-1)."""
 
     kind = "wrapper"
 
