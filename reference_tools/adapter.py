@@ -106,13 +106,26 @@ class ReferenceAdapter(Adapter):
         with self._rig(transport) as rig:
             return rig.through_controller(obj) if path == "controller" else rig.through_scheduler(obj)
 
-    def opaque_value(self, struct: str, field: str) -> Any:
-        if field != "time_stats":
-            return super().opaque_value(struct, field)
-        from reference_impl.engine.tracing import ReqTimeStats
+    def payload_samples(self) -> Mapping[str, Sequence[Any]]:
+        """The engine's own time stats (reference_impl/engine/tracing.py) where its requests and
+        outputs carry them: one ReqTimeStats with stamps and a trace carrier per request, a
+        TimeStatsBatch (one entry or None per request) per batch output; customized info as the
+        per-request lists of a dict; a ReqTimeStats as a whole message, wrapped (top level)."""
+        from conformance.adapters.base import TOP_LEVEL_WRAPPER
+        from reference_impl.engine.tracing import ReqTimeStats, TimeStatsBatch
 
-        return ReqTimeStats(rid=f"{struct}-receive-path", stamps={"tokenizer_recv": 1.5},
-                            trace_carrier=dict(TRACE_CARRIER), external_trace_header=dict(TRACE_CARRIER))
+        def stats(rid: str) -> ReqTimeStats:
+            return ReqTimeStats(rid=rid, stamps={"tokenizer_recv": 1.5, "controller_dispatch": 2.25},
+                                trace_carrier=dict(TRACE_CARRIER), external_trace_header=dict(TRACE_CARRIER))
+
+        samples: dict[str, list[Any]] = {TOP_LEVEL_WRAPPER: [stats("top-level")]}
+        for struct in ("TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput"):
+            samples[f"{struct}.time_stats"] = [stats(f"{struct}-0"), stats("")]
+        for struct in ("BatchTokenIDOutput", "BatchStrOutput", "BatchEmbeddingOutput"):
+            samples[f"{struct}.time_stats"] = [TimeStatsBatch([stats(f"{struct}-0"), None, stats(f"{struct}-2")])]
+        for struct in ("BatchTokenIDOutput", "BatchStrOutput"):
+            samples[f"{struct}.customized_info"] = [{"expert_ids": [[1, 2], [3]], "note": ["a", "b"]}]
+        return samples
 
     def decode_frames(self, frames: Sequence[bytes], transport: str) -> Any:
         return self._codec.decode_frames(frames, transport, allow_pickle=True, unwrap_wrappers=False)

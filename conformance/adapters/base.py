@@ -13,6 +13,12 @@ if TYPE_CHECKING:
 #: receive path hands downstream.
 ReceivePath = Callable[[Any, str], Any]
 
+#: Where an implementation's own objects travel opaque, the keys of Adapter.payload_samples:
+#: "<Struct>.<field>" (a PickleWrapper- or Any-typed field of a catalogue message) or
+#: TOP_LEVEL_WRAPPER (the object is the whole message, wrapped: a top-level PickleWrapper).
+PayloadPosition = str
+TOP_LEVEL_WRAPPER = "PickleWrapper"
+
 #: The engine receive paths a ReceivePath check can drive (see Adapter.receive_paths).
 RECEIVE_PATHS = ("controller", "scheduler", "detokenizer", "tokenizer_manager", "unroutable")
 
@@ -139,8 +145,25 @@ class Adapter:
 
     def opaque_value(self, struct: str, field: str) -> Any:
         """An object of the kind this implementation keeps in the PickleWrapper-typed field
-        (e.g. its time stats): what the receive-path checks send, so the sender must wrap it."""
+        (e.g. its time stats): what the receive-path checks send, so the sender must wrap it.
+        By default the first of payload_samples() for that position, else a plain dict."""
+        samples = self.payload_samples().get(f"{struct}.{field}")
+        if samples:
+            return samples[0]
         return {"created": 1.5, "struct": struct, "field": field}
+
+    def payload_samples(self) -> Mapping[PayloadPosition, Sequence[Any]]:
+        """Objects of the implementation's own opaque types, as its engine really carries them, by
+        position (PayloadPosition): e.g. its time-stats classes with a trace context at
+        "TokenizedGenerateReqInput.time_stats", its customized-info dicts, a handshake it sends as
+        a top-level PickleWrapper. Checks ``Payload.<position>.StateKept`` send each through the
+        sender's wrap, the wire and the trusted receiver's unwrap (a top-level one over a real
+        socket with send and recv) and compare the object's state attribute by attribute (its
+        __dict__, slots, dataclass or msgspec fields): what a class's pickling leaves out, a
+        receiver reads as the class default. The samples must be picklable and fresh on every
+        call (a check may change them). Receive-path checks send the first sample of a position
+        as the object the sender must wrap (opaque_value). None: no Payload checks."""
+        return {}
 
     def decode_frames(self, frames: Sequence[bytes], transport: str) -> Any:
         """The wire decode of one multipart message as it came off a socket (PickleWrappers

@@ -1,8 +1,10 @@
 """Adapter for an installed SGLang (`sglang.srt.managers.io_struct` + `msgpack_utils`).
 
 Calls upstream's own functions: `msgpack_encode` and its union decoder for
-msgpack, `send_pyobj`'s pickle for pickle, and the structs' `unwrap_pickle_fields`
-(plus `unwrap_from_pickle` at top level) for the receive side.
+msgpack, `send_pyobj`'s pickle for pickle, `sock_send` / `sock_recv` on sockets (its
+top-level decode opens a top-level PickleWrapper), and the structs' `unwrap_pickle_fields`
+for the receive side. Its engine's receive paths (data-parallel controller, scheduler request
+receiver, detokenizer) run in-process over real sockets (conformance/adapters/sglang_engine.py).
 """
 
 from __future__ import annotations
@@ -10,11 +12,11 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import pickle
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import msgspec
 
-from conformance.adapters.base import IN_PROCESS, Adapter
+from conformance.adapters.base import IN_PROCESS, TOP_LEVEL_WRAPPER, Adapter, ReceivePath
 
 MODULE = "sglang.srt.managers.io_struct"
 # Importing this registers KvMetrics in the top-level union (hook_custom_types).
@@ -31,8 +33,11 @@ class SGLangAdapter(Adapter):
     # Unicode (msgspec up to 0.22 also decodes bad UTF-8 with it). Anything else its extension
     # hook lets escape (ValueError unpacking metadata, torch's RuntimeError) is a crash.
     refusal_errors = (msgspec.DecodeError, msgspec.EncodeError, OverflowError, UnicodeError)
-    # No zero-copy send (SGLang 0.5.23 has none), no receive paths or server run of its own here.
-    capabilities = IN_PROCESS
+    # No zero-copy send (SGLang 0.5.23 has none), no server run here. The tokenizer manager's
+    # receive path is not driven: its batch-output handler opens customized info into a local
+    # that only waiting request states see (sglang_engine.py).
+    capabilities = IN_PROCESS | {"receive_path.controller", "receive_path.scheduler", "receive_path.detokenizer",
+                                 "receive_path.unroutable"}
 
     def __init__(self) -> None:
         self._io = importlib.import_module(MODULE)
@@ -58,14 +63,21 @@ class SGLangAdapter(Adapter):
         return self._io._msgpack_decoder.decode(data)
 
     def unwrap(self, obj: Any) -> Any:
+        # A top-level wrapper as msgpack_decode opens it (_maybe_unwrap_pickle), then the fields.
+        return self._with_msgpack_mode(lambda: self._unwrap_fields(self._io._maybe_unwrap_pickle(obj)))
+
+    def _unwrap_fields(self, value: Any) -> Any:
+        """The receivers' unwrap of PickleWrapper fields: the request structs' unwrap_pickle_fields
+        (the scheduler's, on each sub-request of a batch), unwrap_from_pickle on each such field of
+        an output (the tokenizer manager's)."""
         def run() -> Any:
-            value = self._io.unwrap_from_pickle(obj)
             if hasattr(value, "unwrap_pickle_fields"):
                 value.unwrap_pickle_fields()
-            elif _batch_of_requests(value):  # the scheduler's request receiver: each sub-request
-                for sub_request in value.batch:
-                    sub_request.unwrap_pickle_fields()
-            else:  # outputs: receivers call unwrap_from_pickle on each such field
+            elif isinstance(getattr(value, "batch", None), list):
+                for item in value.batch:
+                    if hasattr(item, "unwrap_pickle_fields"):
+                        item.unwrap_pickle_fields()
+            else:
                 for name in _wrapper_fields(type(value), self._io.PickleWrapper):
                     setattr(value, name, self._io.unwrap_from_pickle(getattr(value, name)))
             return value
@@ -73,19 +85,115 @@ class SGLangAdapter(Adapter):
         return self._with_msgpack_mode(run)
 
     def receive(self, data: bytes, transport: str) -> Any:
-        # Upstream's receive path: sock_recv -> msgpack_decode, then the struct's unwrap.
+        # Upstream's receive path: msgpack_decode (which opens a top-level wrapper), then the fields.
         if transport == "pickle":
             return pickle.loads(data)
-        return self.unwrap(self._io.msgpack_decode(data))
+        return self._unwrap_fields(self._io.msgpack_decode(data))
 
     def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
         if zero_copy:
             raise ValueError("SGLang 0.5.23 has no zero-copy send (capability 'zero_copy' is not declared)")
-        sock.send(self.encode(obj, transport))
+        from conformance.adapters.sglang_engine import transport_mode
+
+        with transport_mode(self._io, transport):
+            self._io.sock_send(sock, obj)
 
     def recv(self, sock: Any, transport: str) -> Any:
-        # sock_recv, then the receiver's unwrap of opaque fields (a trusted peer).
-        return self.unwrap(self.decode(sock.recv(), transport))
+        # sock_recv (recv_pyobj, or msgpack_decode: it opens a top-level wrapper), then the
+        # receiver's unwrap of opaque fields (a trusted peer).
+        from conformance.adapters.sglang_engine import transport_mode
+
+        with transport_mode(self._io, transport):
+            value = self._io.sock_recv(sock)
+        return self._unwrap_fields(value)
+
+    # -- the engine's receive paths (sglang_engine.py) -------------------------------
+    def receive_paths(self) -> Mapping[str, ReceivePath]:
+        return {"controller": self._controller, "scheduler": self._scheduler, "unroutable": self._unroutable,
+                "detokenizer": self._detokenizer}
+
+    def _sent_form(self, obj: Any, transport: str) -> Any:
+        """What the sending process puts on its socket: under msgpack its wrapped copy (the tokenizer
+        manager's wrap_pickle_fields, per sub-request of a batch; the scheduler's wrap_as_pickle)."""
+        return self.wrap(obj) if transport == "msgpack" else obj
+
+    def _controller(self, obj: Any, transport: str) -> Any:
+        """The tokenizer manager sends; the controller's event loop receives and dispatches. Returns
+        the message as the controller's code left it, once its dispatch reached the rank(s)."""
+        from conformance.adapters.sglang_engine import DP_SIZE, EngineRig, ReceivePathError
+
+        with EngineRig(self._io, transport) as rig:
+            rig.send_as_tokenizer_manager(self._sent_form(obj, transport))
+            handled = rig.controller_handled()
+            batch = getattr(handled, "batch", None)
+            routed = type(handled).__name__ in ("TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput")
+            want = len(batch) if isinstance(batch, list) else 1 if routed else DP_SIZE
+            forwarded = rig.ranks_received(want)
+            if len(forwarded) < want:
+                raise ReceivePathError(f"the controller dispatched {type(handled).__name__}, but {len(forwarded)} "
+                                       f"of {want} message(s) reached the scheduler ranks")
+            return handled
+
+    def _scheduler(self, obj: Any, transport: str) -> list[Any]:
+        """The controller's broadcast (send_control_message) to every rank; what each rank's
+        SchedulerRequestReceiver.recv_requests handed the scheduler."""
+        from conformance.adapters.sglang_engine import DP_SIZE, EngineRig, ReceivePathError
+
+        with EngineRig(self._io, transport) as rig:
+            rig.controller.send_control_message(self._sent_form(obj, transport))
+            got = []
+            for rank in range(DP_SIZE):
+                received = rig.rank_received(rank)
+                if len(received) != 1:
+                    raise ReceivePathError(f"scheduler rank {rank} received {len(received)} messages, not 1")
+                got.append(received[0])
+            return got
+
+    def _unroutable(self, obj: Any, transport: str) -> Any:
+        """A request naming a rank the controller does not have: what the controller answered."""
+        from conformance.adapters.sglang_engine import EngineRig, ReceivePathError
+
+        with EngineRig(self._io, transport) as rig:
+            rig.send_as_tokenizer_manager(self._sent_form(obj, transport))
+            handled = rig.controller_handled()
+            raise ReceivePathError(f"the controller dispatched {type(handled).__name__} naming routed_dp_rank "
+                                   f"{handled.routed_dp_rank} and answered nothing")
+
+    def _detokenizer(self, obj: Any, transport: str) -> Any:
+        from conformance.adapters.sglang_engine import OutputRig
+
+        with OutputRig(self._io, transport) as rig:
+            return rig.through_detokenizer(self._sent_form(obj, transport))
+
+    # -- its own payloads --------------------------------------------------------------
+    def payload_samples(self) -> Mapping[str, Sequence[Any]]:
+        """SGLang's own objects at its opaque positions: the time stats each process sends
+        (APIServerReqTimeStats from the tokenizer manager, DPControllerReqTimeStats from the
+        controller, a list of SchedulerReqTimeStats per batch output), customized info (a dict of
+        per-request lists), and the data-parallel controller's handshakes, which it sends as
+        top-level PickleWrappers (WorkerPortHandshake, the node rank as a str)."""
+        from sglang.srt.managers.data_parallel_controller import WorkerPortHandshake
+        from sglang.srt.observability.req_time_stats import (
+            APIServerReqTimeStats,
+            DPControllerReqTimeStats,
+            SchedulerReqTimeStats,
+        )
+
+        def api() -> Any:
+            return APIServerReqTimeStats(created_time=1.5, tokenize_finish_time=1.75, api_server_dispatch_time=2.0)
+
+        def scheduler(stamp: float) -> Any:
+            return SchedulerReqTimeStats(wait_queue_entry_time=stamp, forward_entry_time=stamp + 0.5,
+                                         has_timing_data=True)
+
+        requests = {f"{struct}.time_stats": [api(), DPControllerReqTimeStats(created_time=1.5, dpc_dispatch_time=2.5)]
+                    for struct in ("TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput")}
+        outputs = {f"{struct}.time_stats": [[scheduler(3.0), scheduler(4.0)]]
+                   for struct in ("BatchTokenIDOutput", "BatchStrOutput", "BatchEmbeddingOutput")}
+        info = {f"{struct}.customized_info": [{"expert_ids": [[1, 2], [3]], "note": ["a", "b"]}]
+                for struct in ("BatchTokenIDOutput", "BatchStrOutput")}
+        handshakes = [WorkerPortHandshake(worker_ports=[31000, 31001], attn_tp_size=1, attn_cp_size=1), "1"]
+        return {TOP_LEVEL_WRAPPER: handshakes, **requests, **outputs, **info}
 
     def validate_http(self, struct: str, json_text: str) -> Any:
         from pydantic import TypeAdapter
@@ -114,7 +222,7 @@ def _wrapped_copy(obj: Any, io: Any) -> Any:
     if hasattr(clone, "wrap_pickle_fields"):
         clone.wrap_pickle_fields()
         return clone
-    if _batch_of_requests(clone):  # the tokenizer manager wraps each request, then batches them
+    if isinstance(getattr(clone, "batch", None), list):  # the tokenizer manager wraps each sub-request
         clone.batch = [_wrapped_copy(item, io) for item in clone.batch]
         return clone
     for name in _wrapper_fields(type(obj), io.PickleWrapper):
@@ -122,12 +230,6 @@ def _wrapped_copy(obj: Any, io: Any) -> Any:
         if value is not None and not isinstance(value, io.PickleWrapper):
             setattr(clone, name, io.wrap_as_pickle(value))
     return clone
-
-
-def _batch_of_requests(obj: Any) -> bool:
-    """A batched tokenized input: its sub-requests wrap and unwrap their own fields."""
-    batch = getattr(obj, "batch", None)
-    return isinstance(batch, list) and bool(batch) and all(hasattr(r, "wrap_pickle_fields") for r in batch)
 
 
 def _wrapper_fields(cls: type, wrapper: type) -> list[str]:

@@ -79,10 +79,11 @@ def time_stats_failures(records: Iterable[Any], adapter: Any) -> list[str]:
             continue
         if (type(wire).__name__ == "PickleWrapper") != (rec.transport == "msgpack"):
             failures.append(f"{where} travels as {type(wire).__name__}")
-        kept = type(adapter.opaque_value(name, "time_stats")).__name__
+        sample = adapter.opaque_value(name, "time_stats")  # a batch output's may be a list of them
+        kept = {type(t).__name__ for t in (sample if isinstance(sample, list) else [sample]) if t is not None}
         opened = adapter.unwrap(raw).time_stats
         items = opened if isinstance(opened, list) else [opened]
-        if not all(type(t).__name__ == kept for t in items):
+        if not all(type(t).__name__ in kept for t in items):
             failures.append(f"{where} opens to {[type(t).__name__ for t in items]}")
     return failures
 

@@ -20,6 +20,7 @@ from conformance.plugin import check
 from conformance.suite.capability import require
 from conformance.suite.failure import Failure, raise_failure
 from conformance.suite.fields import find_wrappers, wrapper_fields
+from conformance.suite.payloads import state_view
 
 #: What the tokenizer manager sends the data-parallel controller: tokenized requests (single and
 #: batch forms; they carry time stats) are routed to one rank, control messages broadcast.
@@ -49,10 +50,17 @@ def _path(ipc, name: str) -> Any:
     return paths[name]
 
 
+#: Items in every batch a receive-path check sends: a receive path that opens the wrappers of the
+#: first item only (or of none past it) hands the later ones on still wrapped.
+BATCH_ITEMS = 3
+
+
 def _sendable(ipc, value: Any) -> Any:
     """The canonical instance as a process holds it before sending: every PickleWrapper-typed field
-    holds the implementation's own object (so the sender has to wrap it), and a request names
-    routed_dp_rank 0, a rank every deployment has (the canonical 36 would be refused, R-DP-5)."""
+    holds the implementation's own object (so the sender has to wrap it), a request names
+    routed_dp_rank 0, a rank every deployment has (the canonical 36 would be refused, R-DP-5), and
+    every list of structs (a batch's sub-requests) has BATCH_ITEMS items, each with its own rid and
+    its own wrapped fields."""
     spec = ipc.manifest.structs.get(type(value).__name__) if isinstance(value, msgspec.Struct) else None
     if spec is not None:
         opaque = set(wrapper_fields(spec))
@@ -64,8 +72,30 @@ def _sendable(ipc, value: Any) -> Any:
             else:
                 _sendable(ipc, getattr(value, field.name))
     elif isinstance(value, list):
+        if value and all(isinstance(item, msgspec.Struct) for item in value):
+            while len(value) < BATCH_ITEMS:
+                item = copy.deepcopy(value[0])
+                if isinstance(getattr(item, "rid", None), str):
+                    item.rid = f"{item.rid}-{len(value)}"
+                value.append(item)
         for item in value:
             _sendable(ipc, item)
+    return value
+
+
+def _comparable(ipc, value: Any) -> Any:
+    """A shallow copy of value in which every PickleWrapper-typed field holds the state of its
+    object (conformance/suite/payloads.py: attribute by attribute, as a receiver reads it), so
+    ``differences`` compares the implementation's own objects field by field. (A deep copy would
+    not do: it runs the object's own pickling, whose losses are what is checked.)"""
+    spec = ipc.manifest.structs.get(type(value).__name__) if isinstance(value, msgspec.Struct) else None
+    if spec is not None:
+        opaque = set(wrapper_fields(spec))
+        return msgspec.structs.replace(value, **{
+            f.name: state_view(getattr(value, f.name)) if f.name in opaque else _comparable(ipc, getattr(value, f.name))
+            for f in spec.fields})
+    if type(value) is list:
+        return [_comparable(ipc, item) for item in value]
     return value
 
 
@@ -83,7 +113,7 @@ def _handed_on(path: str, got: Any) -> dict[str, Any]:
 def _through(ipc, path: str, struct: str, transport: str) -> None:
     through = _path(ipc, path)
     sent = _sendable(ipc, ipc.instance(struct, "typical"))
-    expected = copy.deepcopy(sent)
+    expected = _comparable(ipc, _sendable(ipc, ipc.instance(struct, "typical")))  # the same, built again
     handed = _handed_on(path, through(sent, transport))
     for process, got in handed.items():
         step = (f"the implementation's send, then the {process} receive path (its own socket receive, decode "
@@ -93,11 +123,11 @@ def _through(ipc, path: str, struct: str, transport: str) -> None:
             raise_failure(Failure(f"the {process} receive path handed {struct} downstream with a PickleWrapper at "
                                   f"{', '.join(left)} ({transport}): it did not unwrap (SPEC R-PW-3)", "R-PW-3", step,
                                   value=expected), ipc)
-        diffs = differences(expected, got)
+        diffs = differences(expected, _comparable(ipc, got))
         if diffs:
             raise_failure(Failure(f"{struct} changed on the {process} receive path ({transport})", "R-PW-1, R-DP-2",
                                   step, diffs, value=expected), ipc)
-    changed = differences(expected, sent)
+    changed = differences(expected, _comparable(ipc, sent))
     assert not changed, f"sending {struct} modified the sender's object (SPEC R-PW-1): {changed[:3]}"
 
 

@@ -985,6 +985,116 @@ class HttpUnknownKeysAccepted(Mutant):
         return super().validate_http(struct, http_json_with_breaks(cls, json_text, {"http-unknown-keys"}))
 
 
+# -- receive paths, memory ownership, the engine's own payloads -------------------------------
+class _EngineReceivePaths(Mutant):
+    """A bug planted in the engine's receive paths for the duration of each receive-path call."""
+
+    def planted(self) -> contextlib.AbstractContextManager:
+        raise NotImplementedError
+
+    def receive_paths(self) -> Any:
+        def during(path: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+            def run(obj: Any, transport: str) -> Any:
+                with self.planted():
+                    return path(obj, transport)
+            return run
+        return {name: during(path) for name, path in super().receive_paths().items()}
+
+
+class SchedulerUnwrapsFirstSubRequestOnly(_EngineReceivePaths):
+    """The scheduler's receive path unwraps only the first sub-request of a batched tokenized
+    input; the others reach the scheduler still wrapped (R-PW-3)."""
+
+    kind = "wrapper"
+
+    def planted(self) -> contextlib.AbstractContextManager:
+        from reference_impl.engine import ipc, scheduler
+
+        def first_only(obj: Any, transport: str) -> Any:
+            batch = getattr(obj, "batch", None)
+            if not isinstance(batch, list) or len(batch) < 2:
+                return ipc.unwrap_received(obj, transport)
+            head = ipc.unwrap_received(msgspec.structs.replace(obj, batch=batch[:1]), transport)
+            return msgspec.structs.replace(head, batch=[*head.batch, *batch[1:]])
+
+        original = scheduler.choose_unwrap
+        return patched(scheduler, "choose_unwrap", lambda process, debug_skip, default=ipc.unwrap_received:
+                       original(process, debug_skip, first_only))
+
+
+class TopLevelWrapperKeptClosed(_EngineReceivePaths):
+    """The receiver's top-level decode does not open a top-level PickleWrapper (a handshake sent
+    wrapped reaches the receiver still wrapped); wrapper fields are still opened (R-PW-2, R-PW-3)."""
+
+    kind = "wrapper"
+
+    def planted(self) -> contextlib.AbstractContextManager:
+        original = self._codec.unwrap
+
+        def fields_only(obj: Any, **options: Any) -> Any:
+            return obj if type(obj) is self._module.PickleWrapper else original(obj, **options)
+        return patched(self._codec, "unwrap", fields_only)
+
+    def recv(self, sock: Any, transport: str) -> Any:
+        with self.planted():
+            return super().recv(sock, transport)
+
+    def unwrap(self, obj: Any) -> Any:
+        with self.planted():
+            return super().unwrap(obj)
+
+
+class NdarraysShareReceiveBuffer(Mutant):
+    """A received ndarray is a view of the receive buffer (np.frombuffer without the copy):
+    read-only when the buffer is, sharing its bytes when it is writable (R-TEN-5)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+
+        original = ext.restore_ndarray
+
+        def view(metadata: Any, raw: Any) -> np.ndarray:
+            arr = original(metadata, raw)
+            return np.frombuffer(raw, dtype=arr.dtype).reshape(arr.shape) if arr.size else arr
+        with patched(ext, "restore_ndarray", view):
+            return super().decode(data, transport)
+
+
+class TimeStatsDropsAField(Mutant):
+    """The engine's time stats leave their trace carrier out when pickled into the wrapper (their
+    pickling drops a field), so the receiver reads the default (R-PW-1)."""
+
+    kind = "wrapper"
+
+    def _dropping(self) -> contextlib.AbstractContextManager:
+        from reference_impl.engine.tracing import ReqTimeStats
+
+        return patched(ReqTimeStats, "__reduce__", lambda stats: (
+            ReqTimeStats, (stats.rid, stats.stamps, {}, stats.external_trace_header)))
+
+    def wrap(self, obj: Any) -> Any:
+        with self._dropping():
+            return super().wrap(obj)
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        with self._dropping():
+            return super().encode(obj, transport)
+
+    def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
+        with self._dropping():
+            super().send(sock, obj, transport, zero_copy=zero_copy)
+
+    def receive_paths(self) -> Any:
+        def during(path: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+            def run(obj: Any, transport: str) -> Any:
+                with self._dropping():
+                    return path(obj, transport)
+            return run
+        return {name: during(path) for name, path in super().receive_paths().items()}
+
+
 class NoBug(_WireNodes):
     """Control, not a mutant: every message goes through the untyped read and the writer
     unchanged, so a caught mutant is caught for its bug, not for the rewriting."""
