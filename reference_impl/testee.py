@@ -48,6 +48,8 @@ from reference_impl.errors import WireError
 from reference_impl.pickle_wrapper import map_wrapped
 
 PROTOCOL = 1
+#: The version of spec/SPEC.md this testee implements (its first line; SPEC §14).
+SPEC_VERSION = "3.0"
 BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame", "float32", "int-floats",
           "drop-defaults", "accept-all")
 OPS = ("decode", "encode", "http", "receive", "unwrap", "define")
@@ -153,8 +155,9 @@ def _accept_all(data: bytes) -> bytes:
 # -- the implementation -------------------------------------------------------------
 class Testee:
     def __init__(self, breaks: set[str], ops: tuple[str, ...] = OPS,
-                 transports: tuple[str, ...] = ("msgpack", "pickle")) -> None:
+                 transports: tuple[str, ...] = ("msgpack", "pickle"), spec: str = SPEC_VERSION) -> None:
         self.breaks = breaks
+        self.spec = spec
         self.ops = ops
         self.transports = transports
         self.classes: dict[str, type] = {
@@ -176,6 +179,7 @@ class Testee:
             "manifest": io_struct.MANIFEST_ID,
             "transports": list(self.transports),
             "ops": list(self.ops),
+            "spec": self.spec,
         }
 
     # wire helpers
@@ -341,10 +345,12 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="comma-separated ops to list in the handshake (decode and encode are required)")
     parser.add_argument("--transports", type=_subset_of(("msgpack", "pickle")), default=("msgpack", "pickle"),
                         help="comma-separated transports to list in the handshake")
+    parser.add_argument("--spec", default=SPEC_VERSION,
+                        help=f"the spec version to declare in the handshake (default {SPEC_VERSION}, the one it implements)")
     args = parser.parse_args(argv)
     out, inp = sys.stdout.buffer, sys.stdin.buffer
     sys.stdout = sys.stderr  # a stray print must never corrupt the protocol stream
-    testee = Testee(set(args.breaks), args.ops, args.transports)
+    testee = Testee(set(args.breaks), args.ops, args.transports, args.spec)
     while True:
         try:
             request = read_message(inp)

@@ -37,6 +37,12 @@ def message_of(report: Any) -> str:
     return str(report.longrepr).splitlines()[-1] if report.longrepr else ""
 
 
+def _newer_note(run: ConformanceRun, check_id: str) -> str:
+    from conformance import spec_versions
+
+    return spec_versions.failure_note(check_id, run.target_spec)
+
+
 def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo) -> None:
     """Rewrite the call-phase report of check `check_id` into the run's verdict."""
     if report.failed and harness_error(call.excinfo.value if call.excinfo else None):
@@ -46,10 +52,16 @@ def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: p
         return
     expected = run.expectations.get(check_id)
     if expected is None:
+        newer = _newer_note(run, check_id) if report.failed else ""
+        if newer:
+            # Newer than the spec version the implementation targets: it fails all the same
+            # (SPEC §15), and says which version added it.
+            report.ipc_message = f"{message_of(report)} {newer}"
+            report.longrepr = f"{report.longrepr}\n{newer}"
         if report.failed and check_id.startswith("Recommended.") and not run.options["strict"]:
             # Recommended: reported and counted on its own, but only fails the run in strict
             # mode, so pytest sees it as skipped (its exit status then agrees with the summary).
-            report.ipc_message = message_of(report)
+            report.ipc_message = getattr(report, "ipc_message", "") or message_of(report)
             report.ipc_recommended = True
             report.outcome = "skipped"
             strict = run.flag_for("strict")

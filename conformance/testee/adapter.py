@@ -183,6 +183,7 @@ class SubprocessAdapter(Adapter):
         self.transports = tuple(t for t in ("pickle", "msgpack") if t in self.hello.get("transports", ["msgpack"]))
         self.ops = frozenset(self.hello.get("ops", protocol.REQUIRED_OPS))
         self.capabilities = protocol.capabilities(self.ops)
+        self.spec_version = protocol.spec_version(self.hello)
         try:
             self.manifest: Manifest = load_manifest(self.hello["manifest"])
         except FileNotFoundError as exc:

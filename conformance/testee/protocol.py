@@ -5,7 +5,7 @@ one msgpack map with string keys. The runner writes requests to the testee's std
 reads one response per request from its stdout (stderr is the testee's log).
 
     start    -> started   {protocol, implementation{name, version, language}, manifest,
-                           transports, ops}
+                           transports, ops, spec}
     decode   -> result    decode `payload` as one message and re-encode it
     encode   -> result    build the message a JSON view describes and encode it
     http     -> result    validate HTTP JSON into `struct`, answer its msgpack encoding
@@ -24,6 +24,8 @@ import struct
 from typing import Any, BinaryIO, Iterable, Optional
 
 import msgspec
+
+from conformance import spec_versions
 
 PROTOCOL = 1
 RESULTS = ("payload", "parse_error", "serialize_error", "runtime_error", "skipped")
@@ -148,7 +150,20 @@ def check_started(message: Any) -> dict:
     ops = message.get("ops", list(REQUIRED_OPS))
     if not _str_list(ops) or not set(REQUIRED_OPS) <= set(ops):
         raise ProtocolError(f"'ops' must be a list of strings including {list(REQUIRED_OPS)}, got {ops!r:.200}")
+    spec_version(message)
     return message
+
+
+def spec_version(started: dict) -> str:
+    """The spec version a testee targets ('spec' in its handshake, SPEC §14), in the table's
+    spelling; the current one when it declares none."""
+    declared = started.get("spec", spec_versions.CURRENT)
+    if not isinstance(declared, str):
+        raise ProtocolError(f"'spec' must be a version string such as {spec_versions.CURRENT!r}, got {declared!r:.200}")
+    try:
+        return spec_versions.normalize(declared)
+    except ValueError as exc:
+        raise ProtocolError(f"'spec': {exc}") from None
 
 
 def check_result(message: Any, request_id: int) -> dict:
