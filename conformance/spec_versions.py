@@ -34,8 +34,8 @@ class SpecVersion:
 VERSIONS: tuple[SpecVersion, ...] = (
     SpecVersion("1.0", "2026-11-29", "the first stated spec"),
     SpecVersion("1.1", "2026-11-29", "checks of the engine's receive paths and of a real server (existing MUSTs)"),
-    SpecVersion("2.0", "2026-12-01", "new MUSTs (decode bounds, the complete dtype table, bitwise omission, "
-                                     "float 32 widening, duplicate keys, byte order, SHOULDs made MUST) and their checks"),
+    SpecVersion("2.0", "2026-12-01", "new MUSTs (decode bounds, the complete dtype table, bitwise omission, float "
+                                     "32 widening, duplicate keys, byte order, SHOULDs made MUST) and their checks"),
     SpecVersion("3.0", "unreleased", "every edge value at every field, the encoder's input domain, receive-path "
                                      "batches, map-encoded and HTTP inputs both ways, device strings"),
 )
@@ -107,10 +107,17 @@ def normalize(number: str) -> str:
     return text
 
 
+def introducing_line(check_id: str) -> Optional[tuple[str, str]]:
+    """The line of INTRODUCED that decides a check's version (glob, version): the newest that
+    matches; None when none does."""
+    found = [(glob, version) for glob, version in INTRODUCED if fnmatch.fnmatchcase(check_id, glob)]
+    return max(found, key=lambda line: parse(line[1])) if found else None
+
+
 def introduced_in(check_id: str) -> Optional[str]:
     """The version that introduced a check, or None when no line of INTRODUCED matches it."""
-    found = [version for glob, version in INTRODUCED if fnmatch.fnmatchcase(check_id, glob)]
-    return max(found, key=parse) if found else None
+    line = introducing_line(check_id)
+    return line[1] if line else None
 
 
 def newer_than(check_id: str, target: str) -> Optional[str]:
@@ -119,15 +126,20 @@ def newer_than(check_id: str, target: str) -> Optional[str]:
     return version if version is not None and parse(version) > parse(target) else None
 
 
-def family(check_id: str) -> str:
-    """Level.Area and the check's name: 'Required.ReceivePath.*.Detokenizer'."""
-    parts = check_id.split(".")
-    return ".".join(parts[:2]) + (f".*.{parts[3]}" if len(parts) > 3 else "")
-
-
 def newer_checks(check_ids: Iterable[str], target: str) -> Counter[str]:
-    """family -> how many of these checks are newer than `target`."""
-    return Counter(family(c) for c in check_ids if newer_than(c, target))
+    """family (the INTRODUCED glob that dates it) -> how many of these checks are newer than `target`."""
+    found: Counter[str] = Counter()
+    for check_id in check_ids:
+        line = introducing_line(check_id)
+        if line and parse(line[1]) > parse(target):
+            found[f"{line[0]} ({line[1]})"] += 1
+    return found
+
+
+def family_hint(check_id: str) -> str:
+    """A glob for the family of a check no line dates, to suggest its line: 'Required.Area.*.Check.*'."""
+    parts = check_id.split(".")
+    return ".".join(parts[:2]) + (f".*.{parts[3]}.*" if len(parts) > 4 else ".*")
 
 
 def header_line(check_ids: Iterable[str], target: str, families: int = 6) -> str:
@@ -138,7 +150,7 @@ def header_line(check_ids: Iterable[str], target: str, families: int = 6) -> str
     newer = newer_checks(ids, target)
     if not newer:
         return line + ": no selected check is newer"
-    shown = ", ".join(f"{f} ({n})" for f, n in sorted(newer.items(), key=lambda kv: (-kv[1], kv[0]))[:families])
+    shown = ", ".join(f"{f}: {n}" for f, n in sorted(newer.items(), key=lambda kv: (-kv[1], kv[0]))[:families])
     more = f", {len(newer) - families} more families" if len(newer) > families else ""
     return (f"{line}: {sum(newer.values())} of {len(ids)} selected checks are newer and count like any other "
             f"(CHANGELOG.md, the spec sections after {target}): {shown}{more}")

@@ -346,7 +346,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--transports", type=_subset_of(("msgpack", "pickle")), default=("msgpack", "pickle"),
                         help="comma-separated transports to list in the handshake")
     parser.add_argument("--spec", default=SPEC_VERSION,
-                        help=f"the spec version to declare in the handshake (default {SPEC_VERSION}, the one it implements)")
+                        help=f"the spec version to declare in the handshake (default {SPEC_VERSION}, the one it "
+                             "implements)")
     args = parser.parse_args(argv)
     out, inp = sys.stdout.buffer, sys.stdin.buffer
     sys.stdout = sys.stderr  # a stray print must never corrupt the protocol stream
