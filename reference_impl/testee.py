@@ -17,6 +17,7 @@ every check the in-process reference passes: that proves the protocol. `--break 
     float32         its encoder writes a float as float 32 wherever the value fits
     int-floats      its encoder writes integral floats (0.0, -0.0, 2.0) as msgpack ints
     drop-defaults   its encoder leaves out a message's trailing fields equal to their defaults
+    forget-define   it answers `define` but never defines the subclass (its union is fixed at start-up)
 
 `--ops decode,encode` and `--transports msgpack` make it list (and answer) only those, the way a
 testee in another language starts out; checks that need the rest are skipped, naming it. Without
@@ -51,7 +52,7 @@ PROTOCOL = 1
 #: The version of spec/SPEC.md this testee implements (its first line; SPEC §14).
 SPEC_VERSION = "3.0"
 BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame", "float32", "int-floats",
-          "drop-defaults", "accept-all")
+          "drop-defaults", "accept-all", "forget-define")
 OPS = ("decode", "encode", "http", "receive", "unwrap", "define")
 _LEN = struct.Struct("<I")
 
@@ -280,6 +281,8 @@ class Testee:
         name, base = request.get("name"), self.classes.get(request.get("base", ""))
         if not isinstance(name, str) or not name.isidentifier() or base is None:
             raise ParseError(f"cannot define {name!r} on base {request.get('base')!r}")
+        if "forget-define" in self.breaks:
+            return b""
         late = types.new_class(name, (base,), {"kw_only": True})
         module = request.get("module")
         if isinstance(module, str) and module:  # so pickles name the same class on both sides

@@ -835,6 +835,98 @@ class CustomTypesNotInUnion(Mutant):
 
 
 
+# -- decoders that check less than R-EXT-3 and R-TEN-1 ask ---------------------------------
+class NdarrayDtypeChecksSkipped(Mutant):
+    """Any dtype numpy can build is read from the raw bytes: object, structured, sub-array and
+    size-0 dtypes and U arrays beyond U+10FFFF are not refused (R-EXT-3)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+
+        def unchecked(metadata: Any, raw: memoryview) -> np.ndarray:
+            shape, dtype = ext._checked_shape(metadata[0], "ndarray"), np.dtype(metadata[1])
+            return np.frombuffer(bytes(raw), dtype=dtype).reshape(shape).copy()
+        with patched(ext, "restore_ndarray", unchecked):
+            return super().decode(data, transport)
+
+
+class LargeShapesCrash(Mutant):
+    """Shapes beyond 64 dimensions or 64-bit sizes go straight to torch and numpy, whose errors
+    escape as crashes instead of a refusal that names the shape (R-EXT-3)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+
+        with patched(ext, "_too_many_dims", lambda shape, what: RuntimeError(f"{len(shape)} dims")), \
+                patched(ext, "_empty_tensor", lambda shape, dtype: torch.empty(shape, dtype=dtype)):
+            return super().decode(data, transport)
+
+
+_COMMON_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool",
+                            "float8_e4m3fn", "float8_e5m2"})
+
+
+class KnowsOnlyCommonDtypes(Mutant):
+    """The decoder knows the dtypes an engine usually sends and refuses the rest of R-TEN-1's table."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+        from reference_impl.errors import WireError
+
+        original = ext.torch_dtype
+
+        def common(name: Any) -> torch.dtype:
+            if name not in _COMMON_DTYPES:
+                raise WireError("msgpack", f"tensor dtype {name!r} is not supported")
+            return original(name)
+        with patched(ext, "torch_dtype", common):
+            return super().decode(data, transport)
+
+
+class UnknownDtypesAsFloat32(Mutant):
+    """A tensor dtype name it does not know is read as float32 (R-TEN-1: refuse any other name)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+        from reference_impl.errors import WireError
+
+        original = ext.torch_dtype
+
+        def lenient(name: Any) -> torch.dtype:
+            try:
+                return original(name)
+            except WireError:
+                return torch.float32
+        with patched(ext, "torch_dtype", lenient):
+            return super().decode(data, transport)
+
+
+class QuantizedDtypesDecoded(Mutant):
+    """Quantized dtype names are looked up on torch like any other (R-TEN-1: refuse them): the
+    raw bytes then meet a dtype without a raw-byte form."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+
+        original = ext.torch_dtype
+
+        def any_torch_dtype(name: Any) -> torch.dtype:
+            dtype = getattr(torch, name, None) if isinstance(name, str) else None
+            return dtype if isinstance(dtype, torch.dtype) else original(name)
+        with patched(ext, "torch_dtype", any_torch_dtype):
+            return super().decode(data, transport)
+
+
 class NoBug(_WireNodes):
     """Control, not a mutant: every message goes through the untyped read and the writer
     unchanged, so a caught mutant is caught for its bug, not for the rewriting."""
