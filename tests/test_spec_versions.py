@@ -103,8 +103,8 @@ def test_a_run_with_an_old_target_names_the_newer_checks(tmp_path, capsys):
     report = tmp_path / "results.json"
     impl = f"cmd:{sys.executable} -m reference_impl.testee --spec 1.1 --break float32"
     selection = "Bytes and BatchEmbeddingOutput and typical or Golden and AbortReq and minimal"
-    code = runner.run(impl=impl, transport="msgpack", report=str(report), expectations="/dev/null",
-                      pytest_args=["-k", selection])
+    code = runner.run(impl=impl, transport="msgpack", report=str(report), report_dir=str(tmp_path / "site"),
+                      expectations="/dev/null", pytest_args=["-k", selection])
     data = json.loads(report.read_text())
     out = capsys.readouterr().out
     assert code == 1
@@ -118,3 +118,5 @@ def test_a_run_with_an_old_target_names_the_newer_checks(tmp_path, capsys):
     failed = [r for r in data["results"] if r["outcome"] == "failed"]
     assert [r["id"] for r in failed] == ["Required.Bytes.BatchEmbeddingOutput.MatchesVector.typical"]
     assert "this check is new in spec 2.0, newer than the 1.1 the implementation targets" in failed[0]["message"]
+    markdown = (tmp_path / "site" / "report.md").read_text()
+    assert f"Spec {spec_versions.CURRENT}; the implementation targets spec 1.1: {newer} checks are newer" in markdown

@@ -837,8 +837,8 @@ class CustomTypesNotInUnion(Mutant):
 
 # -- decoders that check less than R-EXT-3 and R-TEN-1 ask ---------------------------------
 class NdarrayDtypeChecksSkipped(Mutant):
-    """Any dtype numpy can build is read from the raw bytes: object, structured, sub-array and
-    size-0 dtypes and U arrays beyond U+10FFFF are not refused (R-EXT-3)."""
+    """Any dtype numpy can build is read from the raw bytes, padded or cut to fit: object,
+    structured and sub-array dtypes and U arrays beyond U+10FFFF are not refused (R-EXT-3)."""
 
     kind = "decoder"
 
@@ -847,22 +847,34 @@ class NdarrayDtypeChecksSkipped(Mutant):
 
         def unchecked(metadata: Any, raw: memoryview) -> np.ndarray:
             shape, dtype = ext._checked_shape(metadata[0], "ndarray"), np.dtype(metadata[1])
-            return np.frombuffer(bytes(raw), dtype=dtype).reshape(shape).copy()
+            if dtype.hasobject:  # no bytes can be read as objects: it hands on empty slots instead
+                return np.zeros(shape, dtype=dtype)
+            need = math.prod(shape) * dtype.itemsize
+            return np.frombuffer(bytes(raw)[:need].ljust(need, b"\0"), dtype=dtype).reshape(shape).copy()
         with patched(ext, "restore_ndarray", unchecked):
             return super().decode(data, transport)
 
 
-class LargeShapesCrash(Mutant):
-    """Shapes beyond 64 dimensions or 64-bit sizes go straight to torch and numpy, whose errors
-    escape as crashes instead of a refusal that names the shape (R-EXT-3)."""
+class LargeShapesDecodedEmpty(Mutant):
+    """A tensor whose shape has more than 64 dimensions or overflows 64-bit sizes is handed on
+    as an empty tensor instead of being refused by name (R-EXT-3)."""
 
     kind = "decoder"
 
     def decode(self, data: bytes, transport: str) -> Any:
         from reference_impl import ext
+        from reference_impl.errors import WireError
 
-        with patched(ext, "_too_many_dims", lambda shape, what: RuntimeError(f"{len(shape)} dims")), \
-                patched(ext, "_empty_tensor", lambda shape, dtype: torch.empty(shape, dtype=dtype)):
+        original = ext.restore_tensor
+
+        def unbounded(metadata: Any, raw: Any) -> torch.Tensor:
+            try:
+                return original(metadata, raw)
+            except WireError as exc:
+                if "dimensions; at most" in str(exc) or "too large" in str(exc):
+                    return torch.empty(0)
+                raise
+        with patched(ext, "restore_tensor", unbounded):
             return super().decode(data, transport)
 
 
@@ -889,8 +901,9 @@ class KnowsOnlyCommonDtypes(Mutant):
             return super().decode(data, transport)
 
 
-class UnknownDtypesAsFloat32(Mutant):
-    """A tensor dtype name it does not know is read as float32 (R-TEN-1: refuse any other name)."""
+class UnknownDtypesAsBytes(Mutant):
+    """A tensor whose dtype name it does not know is kept as its raw bytes (a uint8 tensor)
+    instead of failing the decode (R-TEN-1: refuse any other name)."""
 
     kind = "decoder"
 
@@ -898,14 +911,16 @@ class UnknownDtypesAsFloat32(Mutant):
         from reference_impl import ext
         from reference_impl.errors import WireError
 
-        original = ext.torch_dtype
+        original = ext.restore_tensor
 
-        def lenient(name: Any) -> torch.dtype:
+        def lenient(metadata: Any, raw: Any) -> torch.Tensor:
             try:
-                return original(name)
-            except WireError:
-                return torch.float32
-        with patched(ext, "torch_dtype", lenient):
+                return original(metadata, raw)
+            except WireError as exc:
+                if "is not a torch dtype" not in str(exc):
+                    raise
+                return torch.frombuffer(bytearray(raw), dtype=torch.uint8) if len(raw) else torch.empty(0)
+        with patched(ext, "restore_tensor", lenient):
             return super().decode(data, transport)
 
 
