@@ -846,7 +846,10 @@ class NdarrayDtypeChecksSkipped(Mutant):
         from reference_impl import ext
 
         def unchecked(metadata: Any, raw: memoryview) -> np.ndarray:
-            shape, dtype = ext._checked_shape(metadata[0], "ndarray"), np.dtype(metadata[1])
+            spec = metadata[1]
+            if isinstance(spec, list):  # a record dtype as msgpack sends it: [[name, format], ...]
+                spec = [tuple(item) for item in spec]
+            shape, dtype = ext._checked_shape(metadata[0], "ndarray"), np.dtype(spec)
             if dtype.hasobject:  # no bytes can be read as objects: it hands on empty slots instead
                 return np.zeros(shape, dtype=dtype)
             need = math.prod(shape) * dtype.itemsize
