@@ -160,8 +160,8 @@ class ConformanceRun:
     def final_versions_line(self) -> str:
         """The versions line for a run whose header could not show it (the pytest-xdist controller
         collects no checks): from the records and the workers' meta; '' once shown."""
-        if self.versions_shown or not self.records:
-            return ""
+        if self.versions_shown or not self.records or (not self._workers and "session" not in self.__dict__):
+            return ""  # shown already, or nothing loaded the implementation (no line worth starting it for)
         meta = self._merged()[0]
         return self.versions_line([r["id"] for r in self.records], meta["target_spec_version"])
 
