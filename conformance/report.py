@@ -52,6 +52,16 @@ def counts(records: list[dict[str, Any]]) -> dict[str, int]:
     return dict(out)
 
 
+def _versions(meta: dict[str, Any]) -> list[str]:
+    """The spec versions line of a report (results of runs before spec versions have none)."""
+    if "spec_version" not in meta:
+        return []
+    newer = meta.get("newer_than_target") or {}
+    tail = (f": {sum(newer.values())} checks are newer than the target ("
+            + ", ".join(f"{family}: {n}" for family, n in newer.items()) + ")") if newer else ""
+    return ["", f"Spec {meta['spec_version']}; the implementation targets spec {meta['target_spec_version']}{tail}."]
+
+
 def markdown(meta: dict[str, Any], records: list[dict[str, Any]], residue: Optional[dict[str, Any]] = None) -> str:
     subjects, columns, cells = table(records)
     c = counts(records)
@@ -61,6 +71,7 @@ def markdown(meta: dict[str, Any], records: list[dict[str, Any]], residue: Optio
         f"{c.get('passed', 0)} passed, {c.get('failed', 0)} failed, {c.get('xfailed', 0)} expected failures, "
         f"{c.get('recommended-failed', 0)} recommended checks failed, {c.get('skipped', 0)} skipped "
         f"(transports: {meta['transport']}).",
+        *_versions(meta),
         "",
         LEGEND,
         "",

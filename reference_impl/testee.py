@@ -27,6 +27,7 @@ every check the in-process reference passes: that proves the protocol. `--break 
     device-to-cpu   its decoder restores every tensor on the CPU, whatever device it names
     http-factory-required     its HTTP bridge refuses JSON that omits a field with a default factory
     http-unknown-keys         its HTTP bridge drops keys it does not know instead of refusing them
+    forget-define   it answers `define` but never defines the subclass (its union is fixed at start-up)
 
 `--ops decode,encode` and `--transports msgpack` make it list (and answer) only those, the way a
 testee in another language starts out; checks that need the rest are skipped, naming it. Without
@@ -61,10 +62,12 @@ from reference_impl.errors import WireError
 from reference_impl.pickle_wrapper import map_wrapped
 
 PROTOCOL = 2
+#: The version of spec/SPEC.md this testee implements (its first line; SPEC §14).
+SPEC_VERSION = "3.0"
 BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame", "float32", "int-floats",
           "drop-defaults", "accept-all", "nonfinite-nil", "falsy-wrap-nil", "trailing-byte",
           "refuse-unknown-map-keys", "no-map-defaults", "tuple-any-length", "device-to-cpu", "http-factory-required",
-          "http-unknown-keys")
+          "http-unknown-keys", "forget-define")
 OPS = ("decode", "encode", "http", "receive", "unwrap", "define")
 _LEN = struct.Struct("<I")
 
@@ -289,10 +292,12 @@ def http_json_with_breaks(cls: type, json_text: str, breaks: set[str]) -> str:
 # -- the implementation -------------------------------------------------------------
 class Testee:
     def __init__(self, breaks: set[str], ops: tuple[str, ...] = OPS,
-                 transports: tuple[str, ...] = ("msgpack", "pickle"), tensor_kind: str = "runtime") -> None:
+                 transports: tuple[str, ...] = ("msgpack", "pickle"), tensor_kind: str = "runtime",
+                 spec: str = SPEC_VERSION) -> None:
         self.breaks = breaks
         self.tensor_kind = tensor_kind
         self._held: dict[int, tuple[Any, str]] = {}  # --tensors values: id(tensor) -> (tensor, device)
+        self.spec = spec
         self.ops = ops
         self.transports = transports
         self.view: Optional[str] = None  # the view of the last decode's value (protocol 2)
@@ -316,6 +321,7 @@ class Testee:
             "transports": list(self.transports),
             "ops": list(self.ops),
             "tensors": self.tensor_kind,  # runtime: torch refuses a device it does not have (SPEC R-TEN-3)
+            "spec": self.spec,
         }
 
     # wire helpers
@@ -488,6 +494,8 @@ class Testee:
         name, base = request.get("name"), self.classes.get(request.get("base", ""))
         if not isinstance(name, str) or not name.isidentifier() or base is None:
             raise ParseError(f"cannot define {name!r} on base {request.get('base')!r}")
+        if "forget-define" in self.breaks:
+            return b""
         late = types.new_class(name, (base,), {"kw_only": True})
         module = request.get("module")
         if isinstance(module, str) and module:  # so pickles name the same class on both sides
@@ -582,10 +590,13 @@ def main(argv: Optional[list[str]] = None) -> int:
                              "string, carrying any <type>:<index> device as a testee without torch does")
     parser.add_argument("--transports", type=_subset_of(("msgpack", "pickle")), default=("msgpack", "pickle"),
                         help="comma-separated transports to list in the handshake")
+    parser.add_argument("--spec", default=SPEC_VERSION,
+                        help=f"the spec version to declare in the handshake (default {SPEC_VERSION}, the one it "
+                             "implements)")
     args = parser.parse_args(argv)
     out, inp = sys.stdout.buffer, sys.stdin.buffer
     sys.stdout = sys.stderr  # a stray print must never corrupt the protocol stream
-    testee = Testee(set(args.breaks), args.ops, args.transports, args.tensors)
+    testee = Testee(set(args.breaks), args.ops, args.transports, args.tensors, args.spec)
     while True:
         try:
             request = read_message(inp)

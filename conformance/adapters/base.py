@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
+from conformance import spec_versions
+
 if TYPE_CHECKING:
     from conformance.adapters.e2e import E2ERun
     from conformance.schema.manifest import Manifest
@@ -71,6 +73,9 @@ class Adapter:
     #: ask ``supports()`` first and skip, naming what is missing, before doing any work. Declare
     #: only what the methods implement: an exception from a declared operation fails its checks.
     capabilities: frozenset[str] = frozenset()
+    #: The version of spec/SPEC.md this implementation targets ("major.minor", §14). The run
+    #: names the checks newer than it (they still run and fail, SPEC §15). Default: the current one.
+    spec_version: str = spec_versions.CURRENT
 
     def supports(self, what: str) -> bool:
         """Whether a capability (CAPABILITIES) or a transport is offered."""

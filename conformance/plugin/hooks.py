@@ -125,6 +125,18 @@ class RunHooks:
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
 
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """The header's line on spec versions: the suite's, the implementation's target, and how
+        many selected checks are newer than it (a pytest-xdist controller, which collects nothing,
+        prints it with the summary instead)."""
+        if hasattr(self.config, "workerinput"):
+            return
+        ids = [c for c in (check_id_of(item.nodeid) for item in session.items) if c]
+        reporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if ids and reporter is not None:
+            reporter.write_line(self.run.versions_line(ids))
+            self.run.versions_shown = True
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
         """Under --dist loadgroup (what `ipc-conformance run -n` asks for), the E2E checks
@@ -172,6 +184,9 @@ class RunHooks:
             name_by_check_id(Path(xmlpath))
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        versions = self.run.final_versions_line()
+        if versions:
+            terminalreporter.write_line(versions)
         # `ipc-conformance run` prints the lines itself, as the very last lines.
         if self.run.records and not self.run.via_cli:
             from conformance.plugin.summary import expected_line, summary_line

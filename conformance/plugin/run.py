@@ -41,6 +41,7 @@ class ConformanceRun:
         self.options = values
         self.records: list[dict[str, Any]] = []
         self._workers: list[dict[str, Any]] = []  # what each pytest-xdist worker reported at its end
+        self.versions_shown = False  # the header named the spec versions (serial runs, at collection)
 
     @property
     def via_cli(self) -> bool:
@@ -91,6 +92,24 @@ class ConformanceRun:
             self.session.manifest  # noqa: B018 - loads the adapter, then the manifest it claims
         else:
             check_spec(self.options["impl"])
+
+    @cached_property
+    def target_spec(self) -> str:
+        """The spec version the implementation targets (Adapter.spec_version, a testee's 'spec')."""
+        import pytest
+
+        from conformance import spec_versions
+
+        adapter = self.session.adapter
+        try:
+            return spec_versions.normalize(getattr(adapter, "spec_version", spec_versions.CURRENT))
+        except ValueError as exc:
+            raise pytest.UsageError(f"{adapter.label}: spec_version: {exc}") from None
+
+    def versions_line(self, check_ids: list[str], target: Optional[str] = None) -> str:
+        from conformance import spec_versions
+
+        return spec_versions.header_line(check_ids, target or self.target_spec)
 
     @cached_property
     def expectations_path(self) -> Path:
@@ -150,13 +169,14 @@ class ConformanceRun:
             self._workers.append(output)
 
     def _meta(self) -> dict[str, Any]:
-        from conformance import __version__
+        from conformance import __version__, spec_versions
 
         ipc = self.session
         return {"impl": ipc.adapter.label, "manifest": ipc.manifest.id, "transport": ipc.transport,
                 # for the report site: what ran, and the --impl its reproducer commands name
                 "impl_spec": self.options["impl"], "impl_version": ipc.adapter.version,
-                "transports": list(ipc.transports), "suite_version": __version__}
+                "transports": list(ipc.transports), "suite_version": __version__,
+                "spec_version": spec_versions.CURRENT, "target_spec_version": self.target_spec}
 
     def _merged(self) -> tuple[dict[str, Any], dict[str, Any], Path]:
         """(meta, pickle residue, expectations path) of the whole run."""
@@ -169,6 +189,21 @@ class ConformanceRun:
         residue = {"fields": [tuple(f) for f in first["residue"]["fields"]], "wrapped": dict(wrapped)}
         return first["meta"], residue, Path(first["expectations_path"])
 
+    @staticmethod
+    def _newer_than_target(meta: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, int]:
+        """family -> how many checks of this run are newer than the implementation's target."""
+        from conformance import spec_versions
+
+        return dict(sorted(spec_versions.newer_checks((r["id"] for r in records), meta["target_spec_version"]).items()))
+
+    def final_versions_line(self) -> str:
+        """The versions line for a run whose header could not show it (the pytest-xdist controller
+        collects no checks): from the records and the workers' meta; '' once shown."""
+        if self.versions_shown or not self.records or (not self._workers and "session" not in self.__dict__):
+            return ""  # shown already, or nothing loaded the implementation (no line worth starting it for)
+        meta = self._merged()[0]
+        return self.versions_line([r["id"] for r in self.records], meta["target_spec_version"])
+
     # -- the end: files, a rewritten list --
     def finish(self) -> None:
         from conformance import expectations, report
@@ -179,6 +214,7 @@ class ConformanceRun:
         records = self.records = sorted(self.records, key=lambda r: r["id"])
         meta, residue, path = self._merged()
         meta["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
+        meta["newer_than_target"] = self._newer_than_target(meta, records)
         if self.options["report"]:
             Path(self.options["report"]).write_text(
                 json.dumps(report.results_json(meta, records, residue), indent=1))

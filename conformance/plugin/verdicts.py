@@ -57,6 +57,12 @@ def _differences_of(call: pytest.CallInfo) -> list[str]:
     return failure.alone() if failure is not None and len(failure.differences) > 1 else []
 
 
+def _newer_note(run: ConformanceRun, check_id: str) -> str:
+    from conformance import spec_versions
+
+    return spec_versions.failure_note(check_id, run.target_spec)
+
+
 def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo) -> None:
     """Rewrite the call-phase report of check `check_id` into the run's verdict."""
     _judge(run, check_id, report, call)
@@ -73,10 +79,16 @@ def _judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: 
         return
     expected = run.expectations.get(check_id)
     if expected is None:
+        newer = _newer_note(run, check_id) if report.failed else ""
+        if newer:
+            # Newer than the spec version the implementation targets: it fails all the same
+            # (SPEC §15), and says which version added it.
+            report.ipc_message = f"{message_of(report)} {newer}"
+            report.longrepr = f"{report.longrepr}\n{newer}"
         if report.failed and check_id.startswith("Recommended.") and not run.options["strict"]:
             # Recommended: reported and counted on its own, but only fails the run in strict
             # mode, so pytest sees it as skipped (its exit status then agrees with the summary).
-            report.ipc_message = message_of(report)
+            report.ipc_message = getattr(report, "ipc_message", "") or message_of(report)
             report.ipc_recommended = True
             report.outcome = "skipped"
             strict = run.flag_for("strict")

@@ -196,6 +196,7 @@ class SubprocessAdapter(Adapter):
         #: how it holds tensors ("runtime", "values"), or None: a protocol-1 testee does not say
         self.tensor_kind: Optional[str] = self.hello.get("tensors")
         self._last_answer: dict = {}
+        self.spec_version = protocol.spec_version(self.hello)
         try:
             self.manifest: Manifest = load_manifest(self.hello["manifest"])
         except UsageError as exc:

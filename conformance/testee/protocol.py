@@ -5,7 +5,7 @@ one msgpack map with string keys. The runner writes requests to the testee's std
 reads one response per request from its stdout (stderr is the testee's log).
 
     start    -> started   {protocol, implementation{name, version, language}, manifest,
-                           transports, ops, tensors (protocol 2)}
+                           transports, ops, tensors (protocol 2), spec}
     decode   -> result    decode `payload` as one message and re-encode it; protocol 2 adds
                           `view`, the JSON view of the decoded value itself
     encode   -> result    build the message a JSON view describes and encode it
@@ -25,6 +25,8 @@ import struct
 from typing import Any, BinaryIO, Iterable, Optional
 
 import msgspec
+
+from conformance import spec_versions
 
 #: the version this runner asks for; it also speaks every earlier one (spec/testee.md 2.1)
 PROTOCOL = 2
@@ -159,7 +161,20 @@ def check_started(message: Any) -> dict:
     if message["protocol"] >= 2 and tensors not in TENSOR_KINDS:
         raise ProtocolError(f"protocol 2 needs 'tensors', one of {', '.join(TENSOR_KINDS)} "
                             f"(how the testee holds tensors), got {tensors!r:.100}")
+    spec_version(message)
     return message
+
+
+def spec_version(started: dict) -> str:
+    """The spec version a testee targets ('spec' in its handshake, SPEC §14), in the table's
+    spelling; the current one when it declares none."""
+    declared = started.get("spec", spec_versions.CURRENT)
+    if not isinstance(declared, str):
+        raise ProtocolError(f"'spec' must be a version string such as {spec_versions.CURRENT!r}, got {declared!r:.200}")
+    try:
+        return spec_versions.normalize(declared)
+    except ValueError as exc:
+        raise ProtocolError(f"'spec': {exc}") from None
 
 
 def check_result(message: Any, request_id: int) -> dict:

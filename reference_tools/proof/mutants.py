@@ -1095,6 +1095,116 @@ class TimeStatsDropsAField(Mutant):
         return {name: during(path) for name, path in super().receive_paths().items()}
 
 
+# -- decoders that check less than R-EXT-3 and R-TEN-1 ask ---------------------------------
+class NdarrayDtypeChecksSkipped(Mutant):
+    """Any dtype numpy can build is read from the raw bytes, padded or cut to fit: object,
+    structured and sub-array dtypes and U arrays beyond U+10FFFF are not refused (R-EXT-3)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+
+        def unchecked(metadata: Any, raw: memoryview) -> np.ndarray:
+            spec = metadata[1]
+            if isinstance(spec, list):  # a record dtype as msgpack sends it: [[name, format], ...]
+                spec = [tuple(item) for item in spec]
+            shape, dtype = ext._checked_shape(metadata[0], "ndarray"), np.dtype(spec)
+            if dtype.hasobject:  # no bytes can be read as objects: it hands on empty slots instead
+                return np.zeros(shape, dtype=dtype)
+            need = math.prod(shape) * dtype.itemsize
+            return np.frombuffer(bytes(raw)[:need].ljust(need, b"\0"), dtype=dtype).reshape(shape).copy()
+        with patched(ext, "restore_ndarray", unchecked):
+            return super().decode(data, transport)
+
+
+class LargeShapesDecodedEmpty(Mutant):
+    """A tensor whose shape has more than 64 dimensions or overflows 64-bit sizes is handed on
+    as an empty tensor instead of being refused by name (R-EXT-3)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+        from reference_impl.errors import WireError
+
+        original = ext.restore_tensor
+
+        def unbounded(metadata: Any, raw: Any) -> torch.Tensor:
+            try:
+                return original(metadata, raw)
+            except WireError as exc:
+                if "dimensions; at most" in str(exc) or "too large" in str(exc):
+                    return torch.empty(0)
+                raise
+        with patched(ext, "restore_tensor", unbounded):
+            return super().decode(data, transport)
+
+
+_COMMON_DTYPES = frozenset({"float32", "float16", "bfloat16", "float64", "int64", "int32", "int8", "uint8", "bool",
+                            "float8_e4m3fn", "float8_e5m2"})
+
+
+class KnowsOnlyCommonDtypes(Mutant):
+    """The decoder knows the dtypes an engine usually sends and refuses the rest of R-TEN-1's table."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+        from reference_impl.errors import WireError
+
+        original = ext.torch_dtype
+
+        def common(name: Any) -> torch.dtype:
+            if name not in _COMMON_DTYPES:
+                raise WireError("msgpack", f"tensor dtype {name!r} is not supported")
+            return original(name)
+        with patched(ext, "torch_dtype", common):
+            return super().decode(data, transport)
+
+
+class UnknownDtypesAsBytes(Mutant):
+    """A tensor whose dtype name it does not know is kept as its raw bytes (a uint8 tensor)
+    instead of failing the decode (R-TEN-1: refuse any other name)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+        from reference_impl.errors import WireError
+
+        original = ext.restore_tensor
+
+        def lenient(metadata: Any, raw: Any) -> torch.Tensor:
+            try:
+                return original(metadata, raw)
+            except WireError as exc:
+                if "is not a torch dtype" not in str(exc):
+                    raise
+                return torch.frombuffer(bytearray(raw), dtype=torch.uint8) if len(raw) else torch.empty(0)
+        with patched(ext, "restore_tensor", lenient):
+            return super().decode(data, transport)
+
+
+class QuantizedDtypesDecoded(Mutant):
+    """Quantized dtype names are looked up on torch like any other (R-TEN-1: refuse them): the
+    raw bytes then meet a dtype without a raw-byte form."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        from reference_impl import ext
+
+        original = ext.torch_dtype
+
+        def any_torch_dtype(name: Any) -> torch.dtype:
+            dtype = getattr(torch, name, None) if isinstance(name, str) else None
+            return dtype if isinstance(dtype, torch.dtype) else original(name)
+        with patched(ext, "torch_dtype", any_torch_dtype):
+            return super().decode(data, transport)
+
+
 class NoBug(_WireNodes):
     """Control, not a mutant: every message goes through the untyped read and the writer
     unchanged, so a caught mutant is caught for its bug, not for the rewriting."""

@@ -1,11 +1,12 @@
-"""The requirement table: every MUST of spec/SPEC.md, the Required checks that test it, and
-the planted violations that make those checks fail (docs/requirements.md).
+"""The requirement table: every clause of every MUST of spec/SPEC.md, the Required checks that
+test it, and the planted violations, in-process and behind the testee protocol, that make those
+checks fail (docs/requirements.md).
 
 ``prove()`` collects the suite's checks (reference, E2E included), runs each planted
 violation against exactly the checks it must fail (several per worker process, 2 workers)
 and the reference against the same checks (they must pass there), and decides per
-requirement: proven when every pattern names a collected Required check and at least one
-violation fails checks that match the requirement's patterns.
+clause: proven when every pattern names a collected Required check and, on each path
+(in-process, testee), at least one violation fails checks that match the clause's patterns.
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import fnmatch
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Mapping, Optional, Sequence
 
 from conformance.paths import data_root
-from reference_tools.proof.requirement_map import EXEMPT, REQUIREMENTS, VIOLATIONS, Violation
+from reference_tools.proof.requirement_map import CLAUSES, EXEMPT, NO_TESTEE_PATH, VIOLATIONS, Clause, Violation
 from reference_tools.proof.runs import FAILING, Job, run_batches
 from reference_tools.proof.spec_requirements import Requirement, parse
 
@@ -26,16 +27,45 @@ REQUIREMENTS_DOC = data_root() / "docs" / "requirements.md"
 
 @dataclass(frozen=True)
 class Row:
+    """One clause of a MUST (or a whole exempt requirement) and what proves it."""
+
     requirement: Requirement
-    checks: tuple[str, ...]                 # check-id patterns
-    unmatched: tuple[str, ...]              # patterns that name no collected Required check
-    violations: tuple[str, ...]
+    clause: Optional[Clause]                 # None for an exempt requirement
+    unmatched: tuple[str, ...]               # patterns that name no collected Required check
     caught_by: Mapping[str, tuple[str, ...]]  # violation -> failing checks matching the patterns
     exempt: str = ""
 
     @property
+    def checks(self) -> tuple[str, ...]:
+        return self.clause.checks if self.clause else ()
+
+    def _caught(self, names: Sequence[str]) -> bool:
+        return any(self.caught_by.get(n) for n in names)
+
+    def missing(self) -> list[str]:
+        """What the clause still lacks; empty when proven (or exempt)."""
+        if self.exempt or self.clause is None:
+            return []
+        c, out = self.clause, []
+        if c.pending:
+            return [f"pending: {c.pending}"]
+        if not c.checks:
+            out.append("no Required check")
+        if self.unmatched:
+            out.append(f"patterns that match no collected Required check: {', '.join(self.unmatched)}")
+        if not c.in_process:
+            out.append("no in-process violation (a mutant in reference_tools/proof/mutants.py)")
+        elif self.caught_by and not self._caught(c.in_process):
+            out.append(f"no in-process violation caught: {', '.join(c.in_process)}")
+        if not c.testee and not c.no_testee:
+            out.append("no testee violation (a --break mode of reference_impl/testee.py) and no NO_TESTEE_PATH reason")
+        elif c.testee and self.caught_by and not self._caught(c.testee):
+            out.append(f"no testee violation caught: {', '.join(c.testee)}")
+        return out
+
+    @property
     def proven(self) -> bool:
-        return not self.exempt and bool(self.checks) and not self.unmatched and any(self.caught_by.values())
+        return not self.exempt and self.clause is not None and bool(self.caught_by) and not self.missing()
 
 
 def collected_checks() -> list[str]:
@@ -77,24 +107,34 @@ def run_violations(names: Sequence[str], workers: int = 2) -> dict[str, dict[str
     return found
 
 
+def clauses_of(requirement_id: str) -> list[Clause]:
+    return [c for c in CLAUSES if c.requirement == requirement_id]
+
+
 def prove(run: bool = True) -> list[Row]:
+    """One row per clause of every MUST (and one per exempt requirement). Without run, no
+    violation is run: caught_by stays empty and only the mapping is judged (missing())."""
     collected = [c for c in collected_checks() if c.startswith("Required.")]
-    outcomes = run_violations(sorted({v for entry in REQUIREMENTS.values() for v in entry.violations})) if run else {}
+    names = sorted({v for c in CLAUSES for v in (*c.in_process, *c.testee)})
+    outcomes = run_violations(names) if run else {}
     reference = outcomes.get("reference", {})
     rows = []
     for req in parse():
-        entry = REQUIREMENTS.get(req.id)
-        checks = entry.checks if entry else ()
-        names = entry.violations if entry else ()
-        caught: dict[str, tuple[str, ...]] = {}
-        for name in names:
-            got = outcomes.get(name, {})
-            v = VIOLATIONS[name]
-            # every check the violation must fail fails on it and passes on the reference
-            complete = all(got.get(c) in FAILING and reference.get(c) == "passed" for c in v.must_fail)
-            caught[name] = tuple(c for c in v.must_fail if matches(c, checks)) if complete else ()
-        rows.append(Row(req, checks, tuple(p for p in checks if not any(fnmatch.fnmatchcase(c, p) for c in collected)),
-                        names, caught, EXEMPT.get(req.id, "")))
+        if not req.must:
+            continue
+        if req.id in EXEMPT:
+            rows.append(Row(req, None, (), {}, EXEMPT[req.id]))
+            continue
+        for clause in clauses_of(req.id):
+            caught: dict[str, tuple[str, ...]] = {}
+            for name in (*clause.in_process, *clause.testee):
+                got = outcomes.get(name, {})
+                v = VIOLATIONS[name]
+                # every check the violation must fail fails on it and passes on the reference
+                complete = all(got.get(c) in FAILING and reference.get(c) == "passed" for c in v.must_fail)
+                caught[name] = tuple(c for c in v.must_fail if matches(c, clause.checks)) if complete else ()
+            unmatched = tuple(p for p in clause.checks if not any(fnmatch.fnmatchcase(c, p) for c in collected))
+            rows.append(Row(req, clause, unmatched, caught if run else {}))
     return rows
 
 
@@ -102,38 +142,61 @@ def _cell(text: str) -> str:
     return text.replace("|", "/").replace("\n", " ")
 
 
+def _violations_cell(r: Row, names: Sequence[str]) -> str:
+    def one(n: str) -> str:
+        caught = r.caught_by.get(n)
+        if not caught:
+            return f"`{n}`: not caught"
+        return f"`{n}`: `{caught[0]}`" + (f" +{len(caught) - 1}" if len(caught) > 1 else "")
+    return "<br>".join(one(n) for n in names)
+
+
 def render(rows: Sequence[Row]) -> str:
-    musts = [r for r in rows if r.requirement.must]
-    proven = sum(r.proven for r in musts)
-    exempt = sum(bool(r.exempt) for r in musts)
+    clauses = [r for r in rows if r.clause is not None]
+    proven = sum(r.proven for r in clauses)
+    pending = sum(bool(r.clause.pending) for r in clauses if r.clause)
+    exempt = [r for r in rows if r.exempt]
+    requirements = {r.requirement.id for r in rows}
     lines = [
-        "# Requirements: every MUST of the spec, its checks and the violations that prove them",
+        "# Requirements: every clause of every MUST, its checks and the violations that prove it",
         "",
         "Generated by `python -m reference_tools.proof table` from `spec/SPEC.md` and "
         "`reference_tools/proof/requirement_map.py`; `tests/test_requirement_table.py` fails when this file is "
-        "stale or a MUST is unproven. A requirement is **proven** when its checks (check-id patterns) match "
-        "Required checks of the suite and at least one planted violation — a mutant "
-        "(`reference_tools/proof/mutants.py`), a defective adapter (`tests/defective_adapters.py`), an engine with "
-        "a receive path that skips its unwrap (`tests/engine/receive_path_adapters.py`) or a broken testee "
-        "(`python -m reference_impl.testee --break MODE`) — fails exactly the listed checks, which pass on the "
-        "reference.",
+        "stale or a clause is unproven. Every MUST sentence is split into its clauses (`R-MSG-4a`, `R-MSG-4b`, ...). "
+        "A clause is **proven** when its checks (check-id patterns) match Required checks of the suite and a planted "
+        "violation on **each path** fails exactly its listed checks, which pass on the reference: **in-process** (a "
+        "mutant of `reference_tools/proof/mutants.py`, a defective adapter of `tests/defective_adapters.py` or "
+        "`tests/spec_rule_adapters.py`, an engine whose receive path skips its unwrap, "
+        "`tests/engine/receive_path_adapters.py`) and **testee** (the bug in a testee process, seen only through "
+        "the protocol: `python -m reference_impl.testee --break MODE`, or `testee mutant NAME`, the reference "
+        "testee whose codec is that mutant's, `python -m reference_tools.proof.mutant_testee NAME`). A clause that "
+        "cannot apply to the testee path names the reason (below).",
         "",
-        f"**{proven} of {len(musts)} MUST requirements proven**"
-        + (f"; {exempt} are not properties of an implementation's wire behaviour (see the table)" if exempt else "")
+        f"**{proven} of {len(clauses)} clauses of {len(requirements) - len(exempt)} MUST requirements proven on both "
+        f"paths**" + (f"; {pending} clauses pending (their checks are being written)" if pending else "")
+        + (f"; {len(exempt)} requirements are not properties of an implementation's wire behaviour" if exempt else "")
         + ".",
         "",
-        "| requirement | what it says | Required checks | planted violations (failing checks) | proven |",
-        "|---|---|---|---|---|",
+        "| clause | what it says | Required checks | in-process violations (failing checks) | "
+        "testee violations (failing checks) | proven |",
+        "|---|---|---|---|---|---|",
     ]
-    for r in musts:
-        checks = "<br>".join(f"`{p}`" + (" (no such check)" if p in r.unmatched else "") for p in r.checks) or "–"
-        violations = "<br>".join(
-            f"`{n}`" + (f": `{r.caught_by[n][0]}`" + (f" +{len(r.caught_by[n]) - 1}" if len(r.caught_by[n]) > 1 else "")
-                        if r.caught_by.get(n) else ": not caught")
-            for n in r.violations) or "–"
-        verdict = "yes" if r.proven else f"n/a: {r.exempt}" if r.exempt else "**no**"
-        lines.append(f"| {r.requirement.id} | {_cell(r.requirement.summary)} | {checks} | {violations} | {verdict} |")
-    others = [r.requirement.id for r in rows if not r.requirement.must]
+    for r in rows:
+        if r.clause is None:
+            summary, reason = _cell(r.requirement.summary), _cell(r.exempt)
+            lines.append(f"| {r.requirement.id} | {summary} | – | – | – | n/a: {reason} |")
+            continue
+        c = r.clause
+        checks = "<br>".join(f"`{p}`" + (" (no such check)" if p in r.unmatched else "") for p in c.checks) or "–"
+        testee = _violations_cell(r, c.testee) or (f"n/a ({c.no_testee})" if c.no_testee else "–")
+        missing = r.missing()
+        verdict = "yes" if r.proven else f"pending: {_cell(c.pending)}" if c.pending else (
+            "**no**: " + _cell("; ".join(missing)) if missing else "**no**")
+        lines.append(f"| {c.id} | {_cell(c.text)} | {checks} | {_violations_cell(r, c.in_process) or '–'} | {testee} "
+                     f"| {verdict} |")
+    lines += ["", "Why a clause has no testee path:", ""]
+    lines += [f"- **{key}**: {reason}." for key, reason in NO_TESTEE_PATH.items()]
+    others = [r.id for r in parse() if not r.must]
     lines += ["", "Requirements without MUST (SHOULD, MAY or descriptive), not in the table: "
               + ", ".join(others) + "."]
     return "\n".join(lines) + "\n"
@@ -144,7 +207,7 @@ def main(check: bool = False, run: bool = True) -> int:
     is unproven."""
     rows = prove(run=run)
     text = render(rows)
-    unproven = [r.requirement.id for r in rows if r.requirement.must and not r.proven and not r.exempt]
+    unproven = [r.clause.id for r in rows if r.clause is not None and not r.proven]
     if check:
         current = REQUIREMENTS_DOC.read_text() if REQUIREMENTS_DOC.exists() else ""
         if current != text:
@@ -154,6 +217,6 @@ def main(check: bool = False, run: bool = True) -> int:
         REQUIREMENTS_DOC.write_text(text)
         print(f"wrote {REQUIREMENTS_DOC}")
     if unproven:
-        print(f"unproven MUST requirements: {', '.join(unproven)}", file=sys.stderr)
+        print(f"unproven clauses: {', '.join(unproven)}", file=sys.stderr)
         return 1
     return 0
