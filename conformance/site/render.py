@@ -128,24 +128,25 @@ def build_site(results: Iterable[Path], out: Path) -> Path:
         (out / sub).mkdir(exist_ok=True)
     shutil.copyfile(CSS, out / "style.css")
     views = checks(runs)
+    # failure messages may quote lone surrogates sent on purpose: escaped, never a lost page
     verdicts = {v.key: _verdict(v, runs) for v in views}
     for run in runs:
         dicts = [{"outcome": r.outcome} for r in run.records]
-        (out / "badges" / f"{run.slug}.svg").write_text(badge.svg(dicts), encoding="utf-8")
-        (out / "badges" / f"{run.slug}.json").write_text(json.dumps(report.badge(dicts)), encoding="utf-8")
+        (out / "badges" / f"{run.slug}.svg").write_text(badge.svg(dicts), encoding="utf-8", errors="backslashreplace")
+        (out / "badges" / f"{run.slug}.json").write_text(json.dumps(report.badge(dicts)), encoding="utf-8", errors="backslashreplace")
         (out / "impl" / f"{run.slug}.html").write_text(
-            implementation_page(env, run, root="../", standalone=False, common=common), encoding="utf-8")
+            implementation_page(env, run, root="../", standalone=False, common=common), encoding="utf-8", errors="backslashreplace")
     for view in views:
         (out / "checks" / view.page).write_text(env.get_template("check.html").render(
             view=view, runs=runs, verdict=verdicts[view.key], root="../", standalone=False, inline_css="",
-            **common), encoding="utf-8")
+            **common), encoding="utf-8", errors="backslashreplace")
     (out / "checks.html").write_text(env.get_template("checks.html").render(
         views=views, runs=runs, verdicts=verdicts, root="", standalone=False, inline_css="", **common),
-        encoding="utf-8")
+        encoding="utf-8", errors="backslashreplace")
     areas = area_keys(runs)
     differs = {key for key in areas if len({count(run.by_area().get(key, [])).state for run in runs}) > 1}
     index = out / "index.html"
     index.write_text(env.get_template("overview.html").render(
         runs=runs, areas=areas, differs=differs, by_area={run.slug: run.by_area() for run in runs},
-        root="", standalone=False, inline_css="", **common), encoding="utf-8")
+        root="", standalone=False, inline_css="", **common), encoding="utf-8", errors="backslashreplace")
     return index
