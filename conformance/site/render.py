@@ -118,6 +118,11 @@ def single_run_html(meta: dict[str, Any], records: list[dict[str, Any]],
     return implementation_page(environment(), run, root="", standalone=True, inline_css=CSS.read_text())
 
 
+def _write(path: Path, text: str) -> None:
+    """UTF-8; a failure message quoting a lone surrogate (sent on purpose) is escaped, never a lost page."""
+    path.write_text(text, encoding="utf-8", errors="backslashreplace")
+
+
 def build_site(results: Iterable[Path], out: Path) -> Path:
     """Write the site for these results.json files into `out`; returns its index.html."""
     runs = load_all(results)
@@ -128,25 +133,23 @@ def build_site(results: Iterable[Path], out: Path) -> Path:
         (out / sub).mkdir(exist_ok=True)
     shutil.copyfile(CSS, out / "style.css")
     views = checks(runs)
-    # failure messages may quote lone surrogates sent on purpose: escaped, never a lost page
     verdicts = {v.key: _verdict(v, runs) for v in views}
     for run in runs:
         dicts = [{"outcome": r.outcome} for r in run.records]
-        (out / "badges" / f"{run.slug}.svg").write_text(badge.svg(dicts), encoding="utf-8", errors="backslashreplace")
-        (out / "badges" / f"{run.slug}.json").write_text(json.dumps(report.badge(dicts)), encoding="utf-8", errors="backslashreplace")
-        (out / "impl" / f"{run.slug}.html").write_text(
-            implementation_page(env, run, root="../", standalone=False, common=common), encoding="utf-8", errors="backslashreplace")
+        _write(out / "badges" / f"{run.slug}.svg", badge.svg(dicts))
+        _write(out / "badges" / f"{run.slug}.json", json.dumps(report.badge(dicts)))
+        _write(out / "impl" / f"{run.slug}.html",
+               implementation_page(env, run, root="../", standalone=False, common=common))
     for view in views:
-        (out / "checks" / view.page).write_text(env.get_template("check.html").render(
+        _write(out / "checks" / view.page, env.get_template("check.html").render(
             view=view, runs=runs, verdict=verdicts[view.key], root="../", standalone=False, inline_css="",
-            **common), encoding="utf-8", errors="backslashreplace")
-    (out / "checks.html").write_text(env.get_template("checks.html").render(
-        views=views, runs=runs, verdicts=verdicts, root="", standalone=False, inline_css="", **common),
-        encoding="utf-8", errors="backslashreplace")
+            **common))
+    _write(out / "checks.html", env.get_template("checks.html").render(
+        views=views, runs=runs, verdicts=verdicts, root="", standalone=False, inline_css="", **common))
     areas = area_keys(runs)
     differs = {key for key in areas if len({count(run.by_area().get(key, [])).state for run in runs}) > 1}
     index = out / "index.html"
-    index.write_text(env.get_template("overview.html").render(
+    _write(index, env.get_template("overview.html").render(
         runs=runs, areas=areas, differs=differs, by_area={run.slug: run.by_area() for run in runs},
-        root="", standalone=False, inline_css="", **common), encoding="utf-8", errors="backslashreplace")
+        root="", standalone=False, inline_css="", **common))
     return index
