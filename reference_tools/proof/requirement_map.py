@@ -105,7 +105,8 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(MUTANTS, "WrongElementTypeKeptAsIs", "Required.Refuses.AbortReq.WrongType.abort_all.Decode"),
     _v(MUTANTS, "UnknownTagDecodesAsNone", "Required.Refuses.Message.UnknownTag.Decode"),
     _v(MUTANTS, "TensorRawLengthUnchecked", "Required.Refuses.Tensor.ShortData.Decode"),
-    _v(MUTANTS, "TensorDeviceIgnored", "Required.Refuses.Tensor.UnknownDevice.Decode"),
+    _v(MUTANTS, "TensorDeviceIgnored", "Required.Refuses.Tensor.UnknownDevice.Decode",
+       "Required.Tensor.cuda_0.DeviceKept"),
     _v(MUTANTS, "OversizedIntsClamped", "Required.Refuses.Primitive.IntAbove64Bits.Encode"),
     _v(MUTANTS, "SurrogatesReplaced", "Required.Refuses.Primitive.LoneSurrogate.Encode"),
     _v(MUTANTS, "QuantizedSentAsIntegers",
@@ -123,7 +124,8 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(MUTANTS, "ExtMetadataLengthLittleEndian", "Required.Tensor.float32.Exact.msgpack"),
     _v(MUTANTS, "TensorDtypeRenamed", "Required.Tensor.bfloat16.Exact.msgpack"),
     _v(DEFECTS, "UpcastsBfloat16", "Required.Tensor.bfloat16.Exact.msgpack"),
-    _v(MUTANTS, "ZeroDimAsShapeOne", "Required.Tensor.zero_dim.Exact.msgpack"),
+    _v(MUTANTS, "ZeroDimAsShapeOne", "Required.Tensor.zero_dim.Exact.msgpack",
+       "Required.EveryEdge.BatchStrOutput.ZeroDim.msgpack"),
     _v(MUTANTS, "EmptyShapeFlattened", "Required.Tensor.empty.Exact.msgpack"),
     _v(MUTANTS, "ViewBytesNotContiguous", "Required.Tensor.non_contiguous.Exact.msgpack"),
     _v(DEFECTS, "KeepsRequiresGradUnderPickle", "Required.Tensor.requires_grad.Exact.pickle",
@@ -178,6 +180,35 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _testee("no-unwrap", "Required.Unwrap.TokenizedGenerateReqInput.NoWrapperLeft.msgpack"),
     _testee("unsafe-receive", "Required.Security.field.NoPickleFromUntrustedPeer"),
     _testee("forget-define", "Required.Catalogue.All.LateGrandchildDecodes"),
+    # -- edge values at every position (EveryEdge) and the encoder input domain (SPEC 3.1)
+    _v(MUTANTS, "NonFiniteInListsAsNil", "Required.EveryEdge.BatchTokenIDOutput.NonFinite.msgpack"),
+    _v(MUTANTS, "FalsyOpaqueValuesSentAsNone", "Required.EveryEdge.BatchStrOutput.PickleWrapperFalsy.msgpack"),
+    _v(MUTANTS, "NumpyBoolEncodedAsInt", "Required.EveryEdge.AbortReq.NumpyScalar.msgpack"),
+    _v(MUTANTS, "NumpyFloatsRoundedToShortest", "Required.EveryEdge.FlushCacheReqInput.NumpyScalar.msgpack"),
+    _testee("nonfinite-nil", "Required.EveryEdge.BatchStrOutput.NonFinite.msgpack"),
+    _testee("falsy-wrap-nil", "Required.EveryEdge.BatchTokenIDOutput.PickleWrapperFalsy.msgpack"),
+    # -- map-encoded structs, fixed-size tuples, device strings, the HTTP bridge
+    _v(MUTANTS, "MapDefaultsNotFilled", "Required.Accepts.KvHintAction.MapDefaultsFilled"),
+    _v(MUTANTS, "MapUnknownKeysRefused", "Required.Accepts.BeamSearchSequence.MapUnknownKey"),
+    _v(MUTANTS, "TupleAnyLength", "Required.Refuses.TokenizedEmbeddingReqInput.TupleTooShort.mm_inputs.Decode",
+       "Required.Refuses.TokenizedEmbeddingReqInput.TupleTooLong.mm_inputs.Decode"),
+    _v(MUTANTS, "HttpUnknownKeysAccepted", "Required.Http.AbortReq.RejectsUnknownKey"),
+    _v(MUTANTS, "HttpFactoryRequired", "Required.Http.ParseFunctionCallReq.OmittedFieldsTakeDefaults"),
+    _testee("no-map-defaults", "Required.Accepts.KvHintAction.MapDefaultsFilled"),
+    _testee("refuse-unknown-map-keys", "Required.Accepts.BeamSearchSequence.MapUnknownKey"),
+    _testee("tuple-any-length", "Required.Refuses.TokenizedEmbeddingReqInput.TupleTooShort.mm_inputs.Decode"),
+    _testee("device-to-cpu", "Required.Tensor.cuda_0.DeviceKept"),
+    Violation("testee --tensors values --break device-to-cpu",
+              f"cmd:{sys.executable} -m reference_impl.testee --tensors values --break device-to-cpu",
+              ("Required.Tensor.cuda_0.DeviceKept", "Required.Tensor.xpu_1.DeviceKept"), "msgpack"),
+    _testee("http-unknown-keys", "Required.Http.AbortReq.RejectsUnknownKey"),
+    _testee("http-factory-required", "Required.Http.ParseFunctionCallReq.OmittedFieldsTakeDefaults"),
+    # -- receive paths with batches, the implementation's own payloads, received arrays' memory
+    _v(MUTANTS, "SchedulerUnwrapsFirstSubRequestOnly",
+       "Required.ReceivePath.BatchTokenizedGenerateReqInput.Scheduler.msgpack"),
+    _v(MUTANTS, "TopLevelWrapperKeptClosed", "Required.Payload.PickleWrapper.StateKept.msgpack"),
+    _v(MUTANTS, "TimeStatsDropsAField", "Required.Payload.TokenizedGenerateReqInput.time_stats.StateKept.msgpack"),
+    _v(MUTANTS, "NdarraysShareReceiveBuffer", "Required.TensorMemory.ndarray.OwnsMemory.msgpack"),
 )}
 
 #: In-process violations that also run behind the testee protocol, with the checks the testee
@@ -267,6 +298,10 @@ NO_TESTEE_PATH: dict[str, str] = {
                  "is judged by the other clauses",
     "process": "a testee is another process: what it answers is bytes the runner decodes and sends itself, so memory "
                "it shares, zero-copy sends and socket frames are the runner's, never the testee's",
+    "numpy": "numpy scalars are values of a Python encoder's input domain (SPEC 3.1); a testee is sent JSON views, "
+             "which carry only the value a numpy scalar stands for, so its encoder never holds one",
+    "payload": "an implementation's own opaque objects live in its process and are pickled there; a testee carries "
+               "wrappers as opaque bytes (R-PW-6) and has no objects of its own for the runner to compare",
     "view": "a JSON view (SPEC 13.3) carries a tensor's value only: no strides, storage offset or requires_grad "
             "reach a testee, so it never holds the non-contiguous or grad-requiring tensor the clause is about",
 }
@@ -288,12 +323,10 @@ CLAUSES: tuple[Clause, ...] = (
     C("R-MSG-4b", "under omit_defaults an encoder MUST write every field not identical to its default (same type and, "
       "for floats, the same bits: -0.0 is written)", ("Required.Omission.*",), ("OmitsEqualDefaults",),
       (_t("OmitsEqualDefaults"),)),
-    C("R-MSG-4c", "a decoder MUST fill in the default of every absent field", (), (),
-      pending="checks of map-encoded structs with absent fields, judged on the decoder's own value (its golden "
-              "view, not the runner's re-encode); a mutant that leaves absent fields unset; a testee --break mode"),
-    C("R-MSG-4d", "a decoder MUST ignore map keys it does not know unless the struct has forbid_unknown_fields", (), (),
-      pending="acceptance checks with an unknown key in a map-encoded struct; a mutant that refuses unknown keys; a "
-              "testee --break mode"),
+    C("R-MSG-4c", "a decoder MUST fill in the default of every absent field", ("Required.Accepts.*.MapDefaultsFilled",),
+      ("MapDefaultsNotFilled",), ("testee --break no-map-defaults",)),
+    C("R-MSG-4d", "a decoder MUST ignore map keys it does not know unless the struct has forbid_unknown_fields",
+      ("Required.Accepts.*.MapUnknownKey",), ("MapUnknownKeysRefused",), ("testee --break refuse-unknown-map-keys",)),
     C("R-MSG-5a", "a decoder MUST accept an array shorter than the field count when the missing trailing fields have "
       "defaults", (ACCEPTS,), ("RefusesShortArrays",), (_t("RefusesShortArrays"),)),
     C("R-MSG-5b", "a decoder MUST ignore elements beyond the last field it "
@@ -326,9 +359,9 @@ CLAUSES: tuple[Clause, ...] = (
       (REFUSES,), ("IgnoresTrailingBytes",), (_t("IgnoresTrailingBytes"),)),
     C("R-MSG-11c", "a decoder MUST reject extension payloads that contradict their metadata", (REFUSES,),
       ("TensorRawLengthUnchecked",), (_t("TensorRawLengthUnchecked"),)),
-    C("R-MSG-11d", "a decoder MUST reject a fixed-size tuple of the wrong length (a wrong element count)", (), (),
-      pending="refusal cases with a fixed-size tuple one element short and one too long; a mutant that accepts them; "
-              "a testee --break mode"),
+    C("R-MSG-11d", "a decoder MUST reject a fixed-size tuple of the wrong length (a wrong element count)",
+      ("Required.Refuses.*.TupleTooShort.*", "Required.Refuses.*.TupleTooLong.*"), ("TupleAnyLength",),
+      ("testee --break tuple-any-length",)),
     C("R-VAL-1a", "ints travel in the signed 64-bit range and unsigned up to 2^64-1", ("Required.Extremes.*",),
       ("ClampsLargeInts",), (_t("ClampsLargeInts"),)),
     C("R-VAL-1b", "an int beyond that range MUST fail to encode", (REFUSES,), ("OversizedIntsClamped",),
@@ -339,9 +372,8 @@ CLAUSES: tuple[Clause, ...] = (
       ("RefusesIntsForFloats", "RequiresCanonicalBytes"), (_t("RefusesIntsForFloats"), _t("RequiresCanonicalBytes"))),
     C("R-VAL-2c", "the bit pattern of every float64 is kept (NaN payloads, -0.0)", ("Required.Extremes.*",),
       ("CanonicalNaN",), (_t("CanonicalNaN"),)),
-    C("R-VAL-2d", "non-finite floats (-inf, NaN) inside nested lists keep their values, never null", (), (),
-      pending="EveryEdge checks that put -inf and NaN inside the nested logprob lists; a mutant and a testee --break "
-              "mode that write them as null"),
+    C("R-VAL-2d", "non-finite floats (-inf, NaN) inside nested lists keep their values, never null",
+      ("Required.EveryEdge.*.NonFinite.*",), ("NonFiniteInListsAsNil",), ("testee --break nonfinite-nil",)),
     C("R-VAL-3a", "a str that is not valid Unicode (lone surrogates) MUST fail to encode", (REFUSES,),
       ("SurrogatesReplaced",), (_t("SurrogatesReplaced"),)),
     C("R-VAL-4a", "an enum travels as its member's value, never its "
@@ -353,6 +385,14 @@ CLAUSES: tuple[Clause, ...] = (
       pending="not started (no check exists yet): a check that hands an encoder colliding keys in an Any-keyed "
               "map (1, 1.0, true) and requires one key or a refusal; a mutant and a testee --break mode that write "
               "both"),
+    C("R-VAL-7a", "a bool or np.bool_ is written true/false, never 0/1, and an int is never written true/false",
+      ("Required.EveryEdge.*.NumpyScalar.*",), ("NumpyBoolEncodedAsInt",), no_testee="numpy"),
+    C("R-VAL-8a", "an np.integer is written as the int of its value and an np.floating as the float 64 of its value",
+      ("Required.EveryEdge.*.NumpyScalar.*", "Required.EveryEdge.*.Float32Origin.*"),
+      ("NumpyFloatsRoundedToShortest",), no_testee="numpy"),
+    C("R-VAL-9a", "a 0-d array is an array (an extension with shape []), never a scalar",
+      ("Required.EveryEdge.*.ZeroDim.*", "Required.Tensor.zero_dim.*"), ("ZeroDimAsShapeOne",),
+      (_t("ZeroDimAsShapeOne"),)),
     C("R-VAL-6b", "a decoder that meets duplicate keys MUST refuse or keep one entry: the first key's position, "
                   "the last "
       "value", ("Required.Accepts.*.DuplicateKeyLastValue",), ("DuplicateKeysFirstWins",),
@@ -399,10 +439,11 @@ CLAUSES: tuple[Clause, ...] = (
       (_t("ZeroDimAsShapeOne"), _t("EmptyShapeFlattened"))),
     C("R-TEN-3a", "a receiver MUST restore the tensor on its device and fail the decode, naming it, when the "
                   "device does "
-      "not exist there", ("Required.Tensor.cuda.*", REFUSES), ("TensorDeviceIgnored",), (_t("TensorDeviceIgnored"),)),
-    C("R-TEN-3b", "a non-Python implementation MUST accept every <type>:<index> device and carry the string unchanged",
-      (), (), pending="vectors and refusal cases carrying cuda:N and other device types for a CPU runner, with the "
-                      "index bound; a mutant and a testee --break mode that rewrite the device to cpu"),
+      "not exist there", ("Required.Tensor.*.DeviceKept", REFUSES), ("TensorDeviceIgnored",),
+      (_t("TensorDeviceIgnored"), "testee --break device-to-cpu")),
+    C("R-TEN-3b", "an implementation that holds tensors as values MUST accept every <type>:<index> device (index 0 to "
+      "127) and carry the string unchanged", ("Required.Tensor.*.DeviceKept",), ("TensorDeviceIgnored",),
+      ("testee --tensors values --break device-to-cpu",)),
     C("R-TEN-4a", "a non-contiguous tensor or a view MUST be sent as its contiguous copy with equal values", (TENSOR,),
       ("ViewBytesNotContiguous", "IgnoresStorageOffset"), no_testee="view"),
     C("R-TEN-4b", "a tensor that requires grad MUST arrive detached, requires_grad=False, under both transports",
@@ -411,11 +452,16 @@ CLAUSES: tuple[Clause, ...] = (
       ("Required.ZeroCopy.*.BufferReuseSafe", "Required.TensorMemory.*"),
       ("UnsafeZeroCopy", "TensorSharesReceiveBuffer"),
       no_testee="process"),
+    C("R-TEN-5b", "a received ndarray or array.array owns its memory: writable, sharing no bytes with the buffer",
+      ("Required.TensorMemory.ndarray.*", "Required.TensorMemory.array.*"), ("NdarraysShareReceiveBuffer",),
+      no_testee="process"),
     C("R-PW-1a", "under msgpack the sender MUST wrap each PickleWrapper-typed value as part of encoding",
       ("Required.Unwrap.*", "Required.Trace.*"), ("WrapperContentsLost",), (_t("WrapperContentsLost"),)),
-    C("R-PW-1b", "empty and falsy values at PickleWrapper positions are wrapped like any other, never sent as None", (),
-      (), pending="EveryEdge checks with {}, [], 0 and '' at PickleWrapper positions; a mutant and a testee --break "
-                  "mode with a truthiness test in the wrapping helper"),
+    C("R-PW-1b", "empty and falsy values at PickleWrapper positions are wrapped like any other, never sent as None",
+      ("Required.EveryEdge.*.PickleWrapperFalsy.*",), ("FalsyOpaqueValuesSentAsNone",),
+      ("testee --break falsy-wrap-nil",)),
+    C("R-PW-1c", "the object arrives whole: every attribute of the implementation's own payload survives the wrapper",
+      ("Required.Payload.*.StateKept.*", "Required.ReceivePath.*"), ("TimeStatsDropsAField",), no_testee="payload"),
     C("R-PW-2a", "wrapper positions are the declared field types only: an implementation MUST NOT guess wrappers from "
       "values", (ROUNDTRIP,), ("GuessesWrappersFromValues",), (_t("GuessesWrappersFromValues"),)),
     C("R-PW-3a", "every receive path MUST open every wrapper before it reads, changes or forwards the message",
@@ -423,9 +469,10 @@ CLAUSES: tuple[Clause, ...] = (
     C("R-PW-3b", "the engine's own receive paths (data-parallel controller, scheduler after a broadcast, the way back) "
       "unwrap", ("Required.ReceivePath.*", "Required.E2E.*.NoWrapperPastReceive"),
       ("ControllerSkipsUnwrap", "SchedulerSkipsUnwrap", "DetokenizerSkipsUnwrap"), no_testee="engine"),
-    C("R-PW-3c", "every item of a batch that reaches a receive path is unwrapped, not only the first", (), (),
-      pending="receive-path checks that send batches with wrapped fields in every item; a mutant (the scheduler "
-              "unwraps only the first sub-request); engine-only, so no testee path (NO_TESTEE_PATH engine)"),
+    C("R-PW-3c", "every item of a batch that reaches a receive path is unwrapped, not only the first",
+      ("Required.ReceivePath.Batch*.Scheduler.*",), ("SchedulerUnwrapsFirstSubRequestOnly",), no_testee="engine"),
+    C("R-PW-3d", "a receiver's top-level decode opens a top-level PickleWrapper (the controller's handshakes)",
+      ("Required.Payload.PickleWrapper.StateKept.*",), ("TopLevelWrapperKeptClosed",), no_testee="process"),
     C("R-PW-5a", "a receive path for an untrusted peer MUST NOT pass wire bytes to pickle or any deserializer that can "
       "call code", ("Required.Security.*",), ("UnpicklesWireBytes", "UntrustedReceiveUnpickles",
                                               "UntrustedReceiveUnpicklesAllowListed"),
@@ -437,11 +484,11 @@ CLAUSES: tuple[Clause, ...] = (
       ("Required.HttpBase64.*.Decodes",), ("NoBase64",), (_t("NoBase64"),)),
     C("R-HTTP-2a", "malformed base64 MUST fail validation with an error that names the field",
       ("Required.HttpBase64.*.RejectsMalformed",), ("NoBase64",), (_t("NoBase64"),)),
-    C("R-HTTP-2b", "unknown keys MUST be rejected", (), (),
-      pending="HTTP checks that send an unknown key; a mutant of the bridge that accepts it; a testee --break mode"),
-    C("R-HTTP-2c", "missing keys take the field's default (factory defaults included)", (), (),
-      pending="HTTP checks that omit optional fields, factory defaults included; a mutant that treats a factory "
-              "default as required; a testee --break mode"),
+    C("R-HTTP-2b", "unknown keys MUST be rejected", ("Required.Http.*.RejectsUnknownKey",),
+      ("HttpUnknownKeysAccepted",), ("testee --break http-unknown-keys",)),
+    C("R-HTTP-2c", "missing keys take the field's default (factory defaults included)",
+      ("Required.Http.*.OmittedFieldsTakeDefaults",), ("HttpFactoryRequired",),
+      ("testee --break http-factory-required",)),
     C("R-NONE-1a", "each nested-optional logprob shape ([[null, x]], [[]], [null, [...], []]) MUST be carried "
                    "unchanged",
       ("Required.Logprobs.*.NestedNone.*",), ("NarrowLogprobs", "DropsNoneInLists", "NoneInListsAsZero"),
