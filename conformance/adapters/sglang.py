@@ -198,7 +198,7 @@ class SGLangAdapter(Adapter):
     def validate_http(self, struct: str, json_text: str) -> Any:
         from pydantic import TypeAdapter
 
-        return TypeAdapter(getattr(self._io, struct)).validate_json(json_text)
+        return TypeAdapter(self.classes()[struct]).validate_json(json_text)
 
     def manifest_id(self) -> str:
         return f"sglang-{self.version}"

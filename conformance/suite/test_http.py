@@ -1,7 +1,9 @@
 """HTTP JSON inputs, both directions (SPEC §7, R-HTTP-2): a body with a key the struct does not
 know is refused, naming the key; a body that leaves out optional fields validates, and each one
 left out takes its default, factory defaults included (a `list` or `dict` factory is the empty
-container). The body holds a message's required fields only, as the minimal instance has them.
+container). The body holds a message's required fields only, as the minimal instance has them;
+messages with a field that has no JSON form (a tensor, an ndarray, an array.array) are no HTTP
+bodies and are not sent.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ UNKNOWN_KEY = "no_such_field"
 
 
 def _structs(ipc: Any) -> list[str]:
-    """Every message whose required fields have a JSON form (none reaches a tensor, an ndarray or
-    an array.array): from the manifest alone, so a broken implementation cannot hide a check."""
+    """Every message that can be an HTTP JSON body: none of its fields, at any depth, reaches a
+    tensor, an ndarray or an array.array (they have no JSON form, so a bridge need not build a
+    schema for such a struct). From the manifest alone, so a broken implementation cannot hide a
+    check."""
     return [spec.name for spec in ipc.manifest.messages
-            if not any(_no_json_form(ipc.manifest, f.type_expr, set()) for f in spec.fields
-                       if f.default.kind == "required")]
+            if not any(_no_json_form(ipc.manifest, f.type_expr, set()) for f in spec.fields)]
 
 
 def _body(ipc: Any, struct: str) -> dict:
@@ -45,8 +48,7 @@ def _no_json_form(manifest: Any, t: Any, seen: set) -> bool:
             return True
         if node.kind == "Ref" and node.name in manifest.structs and node.name not in seen:
             seen.add(node.name)
-            if any(_no_json_form(manifest, f.type_expr, seen) for f in manifest.structs[node.name].fields
-                   if f.default.kind == "required"):
+            if any(_no_json_form(manifest, f.type_expr, seen) for f in manifest.structs[node.name].fields):
                 return True
     return False
 
