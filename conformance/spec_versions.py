@@ -82,6 +82,17 @@ INTRODUCED: tuple[tuple[str, str], ...] = (
     ("Recommended.Peer.*", "2.0"),
     # 3.0 (one line per family added for it)
     ("Required.EveryEdge.*", "3.0"),
+    ("Required.Http.*", "3.0"),
+    ("Required.Payload.*", "3.0"),
+    ("Required.ReceivePath.Batch*", "3.0"),  # the same ids, now three items with every one wrapped
+    ("Required.Accepts.*.MapUnknownKey", "3.0"),
+    ("Required.Accepts.*.MapDefaultsFilled", "3.0"),
+    ("Required.Refuses.*.TupleTooShort.*", "3.0"),
+    ("Required.Refuses.*.TupleTooLong.*", "3.0"),
+    ("Required.Refuses.Tensor.DeviceIndexAbove127.*", "3.0"),
+    ("Required.Tensor.*.DeviceKept", "3.0"),
+    ("Required.TensorMemory.ndarray.*", "3.0"),
+    ("Required.TensorMemory.array.*", "3.0"),
 )
 
 _NUMBER = re.compile(r"^(\d+)\.(\d+)$")
