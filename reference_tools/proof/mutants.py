@@ -1205,6 +1205,17 @@ class QuantizedDtypesDecoded(Mutant):
             return super().decode(data, transport)
 
 
+class CollidingKeysWritten(Mutant):
+    """A map whose keys are distinct Python objects but one key to a peer (an Enum member and
+    its value) is written with both keys (R-VAL-6: refuse, or write one)."""
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        from reference_impl import _codec_keys
+
+        with patched(_codec_keys, "find_collision", lambda value, path="": None):
+            return super().encode(obj, transport)
+
+
 class NoBug(_WireNodes):
     """Control, not a mutant: every message goes through the untyped read and the writer
     unchanged, so a caught mutant is caught for its bug, not for the rewriting."""
