@@ -82,6 +82,7 @@ INTRODUCED: tuple[tuple[str, str], ...] = (
     ("Recommended.Peer.*", "2.0"),
     # 3.0 (one line per family added for it)
     ("Required.EveryEdge.*", "3.0"),
+    ("Required.Accepts.*.CollidingKeysNotWritten", "3.0"),
 )
 
 _NUMBER = re.compile(r"^(\d+)\.(\d+)$")

@@ -116,6 +116,7 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(MUTANTS, "RefusesIntsForFloats", "Required.Accepts.KvMetrics.int_floats.Decode"),
     _v(MUTANTS, "UnknownExtRefused", "Required.Accepts.DumperControlReqInput.UnknownExtensionForwarded"),
     _v(MUTANTS, "DuplicateKeysFirstWins", "Required.Accepts.DumperControlReqInput.DuplicateKeyLastValue"),
+    _v(MUTANTS, "CollidingKeysWritten", "Required.Accepts.DumperControlReqInput.CollidingKeysNotWritten"),
     _v(MUTANTS, "BigEndianNdarraysConverted", "Required.ByteOrder.BatchStrOutput.BigEndianKept.encode"),
     _v(MUTANTS, "NdarraysDecodedNative", "Required.ByteOrder.BatchStrOutput.BigEndianKept.decode"),
     # -- extension types, tensors
@@ -178,6 +179,7 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _testee("no-unwrap", "Required.Unwrap.TokenizedGenerateReqInput.NoWrapperLeft.msgpack"),
     _testee("unsafe-receive", "Required.Security.field.NoPickleFromUntrustedPeer"),
     _testee("forget-define", "Required.Catalogue.All.LateGrandchildDecodes"),
+    _testee("colliding-keys", "Required.Accepts.DumperControlReqInput.CollidingKeysNotWritten"),
 )}
 
 #: In-process violations that also run behind the testee protocol, with the checks the testee
@@ -349,10 +351,8 @@ CLAUSES: tuple[Clause, ...] = (
       (_t("EnumByName"),)),
     C("R-VAL-5a", "a float 32 read into a float position MUST widen as IEEE 754 convertFormat (NaN sign and payload "
       "kept)", ("Required.FloatWidening.*",), ("WideningCanonicalizesNaN",), (_t("WideningCanonicalizesNaN"),)),
-    C("R-VAL-6a", "an encoder MUST NOT write two keys equal (or colliding) as values of the map's key type", (), (),
-      pending="not started (no check exists yet): a check that hands an encoder colliding keys in an Any-keyed "
-              "map (1, 1.0, true) and requires one key or a refusal; a mutant and a testee --break mode that write "
-              "both"),
+    C("R-VAL-6a", "an encoder MUST NOT write two keys equal (or colliding) as values of the map's key type",
+      ("Required.Accepts.*.CollidingKeysNotWritten",), ("CollidingKeysWritten",), ("testee --break colliding-keys",)),
     C("R-VAL-6b", "a decoder that meets duplicate keys MUST refuse or keep one entry: the first key's position, "
                   "the last "
       "value", ("Required.Accepts.*.DuplicateKeyLastValue",), ("DuplicateKeysFirstWins",),
