@@ -11,6 +11,7 @@ keys that are distinct in a Python dict are distinct for every Python peer too.
 from __future__ import annotations
 
 from functools import lru_cache
+from itertools import chain
 from typing import Any, Optional
 
 import msgspec
@@ -64,32 +65,60 @@ def _peer_key(key: Any) -> Any:
 def find_collision(value: Any, path: str = "") -> Optional[tuple[str, Any, Any]]:
     """(path of the map, first key, the key colliding with it) for the first map under value
     with two keys that are one key to a peer; None when there is none."""
+    return _locate(value, path) if _odd_keys(value) else None
+
+
+def _odd_keys(value: Any) -> bool:
+    """Whether a map under value has a key that is not a plain scalar: one level at a time,
+    the iteration in C, so that the usual message (str keys only) costs little."""
+    level = [value]
+    while level:
+        dicts = [v for v in level if type(v) is dict]
+        if dicts and not _PLAIN_KEYS.issuperset(map(type, chain.from_iterable(dicts))):
+            return True
+        below = chain.from_iterable(map(dict.values, dicts))
+        if len(dicts) < len(level):  # lists, tuples, structs: rarer than maps below a map
+            rest = [v for v in level if type(v) is not dict]
+            deeper = [v for v in rest if type(v) is list or type(v) is tuple]
+            structs = [v for v in rest if isinstance(v, msgspec.Struct)]
+            below = chain(below, chain.from_iterable(deeper),
+                          (getattr(s, n) for s in structs for n in map_fields(type(s))))
+        level = [v for v in below if type(v) not in _SCALARS]
+    return False
+
+
+def _locate(value: Any, path: str) -> Optional[tuple[str, Any, Any]]:
     t = type(value)
     if t is dict:
-        if any(type(k) not in _PLAIN_KEYS for k in value):
+        if not _PLAIN_KEYS.issuperset(map(type, value)):
             seen: dict[Any, Any] = {}
             for k in value:
                 peer = _peer_key(k)
                 if peer in seen:
                     return path, seen[peer], k
                 seen[peer] = k
+        if _SCALARS.issuperset(map(type, value.values())):
+            return None  # the common case, decided in C: nothing below holds a map
         for k, v in value.items():
-            found = find_collision(v, f"{path}[{k!r}]") if type(v) in _CONTAINERS or isinstance(
-                v, msgspec.Struct) else None
-            if found:
-                return found
-    elif t in (list, tuple):
+            if type(v) not in _SCALARS:
+                found = _locate(v, f"{path}[{k!r}]")
+                if found:
+                    return found
+    elif t is list or t is tuple:
+        if _SCALARS.issuperset(map(type, value)):
+            return None
         for i, v in enumerate(value):
-            found = find_collision(v, f"{path}[{i}]") if type(v) in _CONTAINERS or isinstance(
-                v, msgspec.Struct) else None
-            if found:
-                return found
+            if type(v) not in _SCALARS:
+                found = _locate(v, f"{path}[{i}]")
+                if found:
+                    return found
     elif isinstance(value, msgspec.Struct):
-        for name in map_fields(type(value)):
-            found = find_collision(getattr(value, name), f"{path}.{name}")
+        for name in map_fields(t):
+            found = _locate(getattr(value, name), f"{path}.{name}")
             if found:
                 return found
     return None
 
 
-_CONTAINERS = frozenset({dict, list, tuple})
+#: values that hold no map: the walk does not look inside them
+_SCALARS = frozenset({str, int, float, bool, bytes, bytearray, type(None)})
