@@ -10,6 +10,10 @@ Only the forms that change a vector's bytes are checked for it.
 Map-encoded structs (R-MSG-4): each one, at the first message whose typical vector carries it,
 with an unknown key (ignored) and without its defaulted fields (defaults filled), judged on the
 decoder's own value: an in-process decoder's object, a testee's protocol-2 `view`.
+
+Maps with one key twice (R-VAL-6): a decoder refuses or keeps one entry (`DuplicateKeyLastValue`);
+an encoder handed keys that are one key to a Python peer refuses or writes one
+(`CollidingKeysNotWritten`).
 """
 
 from __future__ import annotations
