@@ -309,6 +309,8 @@ def encode_frames(obj: Any, transport: Optional[str] = None, *, threshold: int =
     if transport == "pickle":
         return [encode(obj, transport)]
     _check_top_level(obj, transport)
+    if isinstance(obj, msgspec.Struct) and _keys.map_fields(type(obj)):
+        _refuse_colliding_keys(obj, transport)
     wrapped = wrap_fields(obj)
     names = array_list_fields(type(obj)) if isinstance(obj, msgspec.Struct) else ()
     message = _fast.with_array_raw(wrapped, names, copied=wrapped is not obj) if names else wrapped
