@@ -1206,8 +1206,9 @@ class QuantizedDtypesDecoded(Mutant):
 
 
 class CollidingKeysWritten(Mutant):
-    """A map whose keys are distinct Python objects but one key to a peer (an Enum member and
-    its value) is written with both keys (R-VAL-6: refuse, or write one)."""
+    """Map keys that are one key to a peer are both written (R-VAL-6: refuse, or write one).
+
+    The encoder's collision scan is off: an Enum member and its value go out as two equal keys."""
 
     def encode(self, obj: Any, transport: str) -> bytes:
         from reference_impl import _codec_keys
