@@ -93,6 +93,7 @@ INTRODUCED: tuple[tuple[str, str], ...] = (
     ("Required.Tensor.*.DeviceKept", "3.0"),
     ("Required.TensorMemory.ndarray.*", "3.0"),
     ("Required.TensorMemory.array.*", "3.0"),
+    ("Required.Accepts.*.CollidingKeysNotWritten", "3.0"),
 )
 
 _NUMBER = re.compile(r"^(\d+)\.(\d+)$")

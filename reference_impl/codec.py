@@ -28,6 +28,7 @@ import msgspec
 from . import _codec_catalogue as _cat
 from . import _codec_errors as _errors
 from . import _codec_fast as _fast
+from . import _codec_keys as _keys
 from . import _codec_limits as _limits
 from . import ext
 from ._codec_catalogue import array_list_fields
@@ -181,11 +182,13 @@ def _check_top_level(obj: Any, transport: str) -> None:
 _TRANSPORT_SET = frozenset(TRANSPORTS)
 
 
-def _encode_plan(cls: type) -> tuple[Any, tuple[str, ...]]:
-    """(getter of the PickleWrapper-bearing fields or None, List[array] field names)."""
+def _encode_plan(cls: type) -> tuple[Any, tuple[str, ...], bool]:
+    """(getter of the PickleWrapper-bearing fields or None, List[array] field names, whether a
+    field can hold a map whose keys to check)."""
     getter = _opaque_getter(cls)
-    names = array_list_fields(cls) if issubclass(cls, msgspec.Struct) else ()
-    return (None if getter is _NO_OPAQUE else getter), names
+    is_struct = issubclass(cls, msgspec.Struct)
+    names = array_list_fields(cls) if is_struct else ()
+    return (None if getter is _NO_OPAQUE else getter), names, is_struct and bool(_keys.map_fields(cls))
 
 
 def encode(obj: Any, transport: Optional[str] = None) -> bytes:
@@ -207,7 +210,9 @@ def encode(obj: Any, transport: Optional[str] = None) -> bytes:
             return _fast.pickle_dumps(obj)
         except Exception as exc:  # noqa: BLE001 - whatever pickling raises: one WireError
             raise _errors.encode_error(obj, transport, exc) from None
-    getter, names = plan
+    getter, names, has_maps = plan
+    if has_maps:
+        _refuse_colliding_keys(obj, transport)
     wrapped = obj
     if getter is not None:
         values = getter(obj)
@@ -221,6 +226,15 @@ def encode(obj: Any, transport: Optional[str] = None) -> bytes:
             return _fast.encode_spliced(message)
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
         raise _errors.encode_error(wrapped, transport, exc) from None
+
+
+def _refuse_colliding_keys(obj: Any, transport: str) -> None:
+    """R-VAL-6: two keys of one map that a peer reads as one key are refused, never both written."""
+    found = _keys.find_collision(obj)
+    if found is not None:
+        path, first, second = found
+        raise WireError(transport, f"map keys {first!r} and {second!r} are one key to a peer (SPEC R-VAL-6)",
+                        struct=type(obj).__name__, path=path, direction="encode")
 
 
 # -- decode -----------------------------------------------------------------------
@@ -295,6 +309,8 @@ def encode_frames(obj: Any, transport: Optional[str] = None, *, threshold: int =
     if transport == "pickle":
         return [encode(obj, transport)]
     _check_top_level(obj, transport)
+    if isinstance(obj, msgspec.Struct) and _keys.map_fields(type(obj)):
+        _refuse_colliding_keys(obj, transport)
     wrapped = wrap_fields(obj)
     names = array_list_fields(type(obj)) if isinstance(obj, msgspec.Struct) else ()
     message = _fast.with_array_raw(wrapped, names, copied=wrapped is not obj) if names else wrapped

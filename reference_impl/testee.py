@@ -28,6 +28,8 @@ every check the in-process reference passes: that proves the protocol. `--break 
     http-factory-required     its HTTP bridge refuses JSON that omits a field with a default factory
     http-unknown-keys         its HTTP bridge drops keys it does not know instead of refusing them
     forget-define   it answers `define` but never defines the subclass (its union is fixed at start-up)
+    colliding-keys  its encoder writes every key of an `encode` view's `$dict`, even keys equal under ==
+                    (`1` and `1.0`), where its reader keeps one
 
 `--ops decode,encode` and `--transports msgpack` make it list (and answer) only those, the way a
 testee in another language starts out; checks that need the rest are skipped, naming it. Without
@@ -67,7 +69,7 @@ SPEC_VERSION = "3.0"
 BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame", "float32", "int-floats",
           "drop-defaults", "accept-all", "nonfinite-nil", "falsy-wrap-nil", "trailing-byte",
           "refuse-unknown-map-keys", "no-map-defaults", "tuple-any-length", "device-to-cpu", "http-factory-required",
-          "http-unknown-keys", "forget-define")
+          "http-unknown-keys", "forget-define", "colliding-keys")
 OPS = ("decode", "encode", "http", "receive", "unwrap", "define")
 _LEN = struct.Struct("<I")
 
@@ -175,6 +177,44 @@ def _accept_all(data: bytes) -> bytes:
     except Exception as exc:  # noqa: BLE001 - not msgpack at all: even this decoder gives up
         raise ParseError(f"{type(exc).__name__}: {exc}") from None
     return msgspec.msgpack.encode(value)
+
+
+# -- colliding-keys: every key of a view's $dict written, even keys equal under == -------------------
+_PLACEHOLDER = "\x00colliding-key-"
+
+
+def keep_colliding_keys(view: Any, read_key: Callable[[Any], Any], held: dict[str, Any]) -> Any:
+    """The view with each $dict key equal to an earlier key of its map replaced by a placeholder
+    string (`held`: placeholder -> the key's own view), so that reading it keeps both."""
+    if isinstance(view, list):
+        return [keep_colliding_keys(v, read_key, held) for v in view]
+    if not isinstance(view, dict):
+        return view
+    if set(view) == {"$dict"} and isinstance(view["$dict"], list):
+        seen: list[Any] = []
+        pairs = []
+        for pair in view["$dict"]:
+            if not (isinstance(pair, list) and len(pair) == 2):
+                return view  # malformed: the reader reports it
+            key, value = pair
+            read = read_key(key)
+            if any(read == other for other in seen):
+                placeholder = f"{_PLACEHOLDER}{len(held)}"
+                held[placeholder] = key
+                key = placeholder
+            seen.append(read)
+            pairs.append([key, keep_colliding_keys(value, read_key, held)])
+        return {"$dict": pairs}
+    return {k: keep_colliding_keys(v, read_key, held) for k, v in view.items()}
+
+
+def write_held_keys(data: bytes, held: dict[str, Any], read_key: Callable[[Any], Any]) -> bytes:
+    """The msgpack bytes with each placeholder key written as the key it stands for."""
+    from conformance.schema import wire_form
+
+    items = {p.encode(): wire_form.from_value(read_key(key)) for p, key in held.items()}
+    return wire_form.write(wire_form.rewrite(
+        wire_form.parse(data), lambda node: items.get(node.value, node) if node.kind == "str" else node))
 
 
 # -- decoder and HTTP bridge breaks: map-encoded structs, tuples, devices, HTTP keys --------------
@@ -443,8 +483,12 @@ class Testee:
         from conformance.schema.golden.view import ViewError, from_view
 
         transport = self._transport(request)
+        held: dict[str, Any] = {}
         try:
-            obj = from_view(json.loads(request["view"]), self.classes)
+            view = json.loads(request["view"])
+            if "colliding-keys" in self.breaks and transport == "msgpack":
+                view = keep_colliding_keys(view, self._read_key, held)
+            obj = from_view(view, self.classes)
         except (ViewError, ValueError, KeyError) as exc:
             raise ParseError(f"bad JSON view: {exc}") from None
         if "falsy-wrap-nil" in self.breaks:  # a truthiness test where the sender wraps
@@ -453,7 +497,13 @@ class Testee:
             unwrapped = _objects_to_wrap(obj)
             if unwrapped:
                 raise Skip(f"{', '.join(unwrapped)}: an object to wrap, and this testee cannot pickle (SPEC R-PW-6)")
-        return self._encode(obj, transport)
+        data = self._encode(obj, transport)
+        return write_held_keys(data, held, self._read_key) if held else data
+
+    def _read_key(self, key: Any) -> Any:
+        from conformance.schema.golden.view import from_view
+
+        return from_view(key, self.classes)
 
     def op_http(self, request: dict) -> bytes:
         from pydantic import TypeAdapter, ValidationError

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import array
 import datetime
+import enum
 import json
 import math
 import os
@@ -1261,3 +1262,20 @@ def test_unknown_transport_name(monkeypatch):
                  lambda: codec.encode_frames("x", "zmq"), lambda: codec.decode_frames([b"\xa1x"], "zmq")):
         with pytest.raises(ValueError, match="unknown transport"):
             call()
+
+
+class _One(enum.Enum):
+    ONE = 1
+
+
+@pytest.mark.parametrize("body", [
+    {"m": {_One.ONE: "a", 1: "b"}},  # a plain Enum member is written as its value (R-VAL-4)
+    {"m": {_One.ONE: "a", 1.0: "b"}},  # and 1.0 == 1 for a Python peer
+    {"m": [{frozenset({1}): "a", (1,): "b"}]},  # both written as the array [1]
+], ids=["enum-int", "enum-float", "frozenset-tuple"])
+def test_map_keys_one_key_to_a_peer_refused(body):
+    """SPEC R-VAL-6: never both keys written; the error names the struct, the field and the keys."""
+    with pytest.raises(WireError, match=r"DumperControlReqInput\.body\[.*R-VAL-6"):
+        codec.encode(S.DumperControlReqInput(method="x", body=body), "msgpack")
+    plain = {"m": {1: "a", "1": "b", b"1": "c", (1,): "d"}}  # distinct for every peer: written as they are
+    assert codec.decode(codec.encode(S.DumperControlReqInput(method="x", body=plain), "msgpack")).body == plain

@@ -10,10 +10,15 @@ Only the forms that change a vector's bytes are checked for it.
 Map-encoded structs (R-MSG-4): each one, at the first message whose typical vector carries it,
 with an unknown key (ignored) and without its defaulted fields (defaults filled), judged on the
 decoder's own value: an in-process decoder's object, a testee's protocol-2 `view`.
+
+Maps with one key twice (R-VAL-6): a decoder refuses or keeps one entry (`DuplicateKeyLastValue`);
+an encoder handed keys that are one key to a Python peer refuses or writes one
+(`CollidingKeysNotWritten`).
 """
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 from functools import lru_cache
@@ -28,7 +33,7 @@ from conformance.schema.wire_form import Float32, MapPairs, WideInt, fits_float3
 from conformance.schema.wire_form import read_value as read
 from conformance.schema.wire_form import rewrite_value as rewrite
 from conformance.schema.wire_form import write_value as write
-from conformance.suite.failure import DECODE_RUNNER_BYTES, Failure, raise_failure
+from conformance.suite.failure import DECODE_RUNNER_BYTES, ENCODE, Failure, raise_failure
 from conformance.suite.fields import OPAQUE_DEFAULT, default_value, manifest_default
 from conformance.testee.adapter import TesteeAnswerError
 
@@ -429,3 +434,67 @@ def test_map_absent_fields_take_defaults(ipc, case):
     expected = msgspec.structs.replace(expected, **{f.name: default_value(ipc, f) for f in fields})
     _judge_map(ipc, case, data, expected, f"without {', '.join(sorted(f.name for f in fields))} (defaulted fields)")
 
+
+
+# -- an encoder never writes two keys a peer reads as one (R-VAL-6) ------------------------------
+class _Key(enum.Enum):
+    """A plain Enum (not IntEnum): its member is != 1 in Python, yet written as 1 (R-VAL-4)."""
+
+    ONE = 1
+
+
+NESTED = "nested"
+COLLIDING = {NESTED: {_Key.ONE: "a", 1: "b"}}  # in-process: two Python keys, one key on the wire
+COLLIDING_VIEW = {"$dict": [[NESTED, {"$dict": [[1, "a"], [1.0, "b"]]}]]}  # a testee: 1 and 1.0 in one map
+COLLIDING_TEXT = {"in-process": "{_Key.ONE: 'a', 1: 'b'} (a plain Enum member whose value is 1, and 1)",
+                  "testee": "{1: 'a', 1.0: 'b'} (a $dict view)"}
+
+
+def _written_keys(data: bytes, position: int) -> Optional[list[Any]]:
+    """The keys the encoder wrote in the map under NESTED of the field at `position` (None when
+    the bytes hold no such map)."""
+    from conformance.schema.wire_form import parse
+
+    top = parse(data)
+    if top.kind != "array" or len(top.items) <= position or top.items[position].kind != "map":
+        return None
+    field = top.items[position].items
+    for key, value in zip(field[::2], field[1::2]):
+        if key.kind == "str" and key.value == NESTED.encode() and value.kind == "map":
+            return [(k.kind, k.value) for k in value.items[::2]]
+    return None
+
+
+@check("Accepts", per=("struct",), name="CollidingKeysNotWritten", cases={"struct": _any_map_structs})
+def test_colliding_keys_not_written(ipc, struct):
+    from conformance.schema.golden.view import to_view
+    from conformance.testee.adapter import SubprocessAdapter
+
+    spec = ipc.manifest.structs[struct]
+    position = next(i for i, f in enumerate(spec.fields, 1) if f.type in ANY_MAPS)
+    name = spec.fields[position - 1].name
+    value = msgspec.structs.replace(ipc.instance(struct, "typical"), **{name: COLLIDING})
+    testee = isinstance(ipc.adapter, SubprocessAdapter)
+    shown = COLLIDING_TEXT["testee" if testee else "in-process"]
+    try:
+        if testee:
+            view = to_view(ipc.instance(struct, "typical"))
+            view[name] = COLLIDING_VIEW
+            data = ipc.adapter.encode_view(view, struct, "msgpack")
+        else:
+            data = ipc.adapter.encode(value, "msgpack")
+    except Exception as exc:
+        if harness_error(exc):
+            raise  # a crash or a hang is no refusal
+        return  # refusing the value is allowed
+    keys = _written_keys(data, position)
+    if keys is None:
+        raise_failure(Failure(f"{struct}.{name}: the encoder's bytes hold no map under {NESTED!r} in {name}",
+                              "R-VAL-6", f"{ENCODE} ({name}['{NESTED}'] = {shown})", data=data), ipc)
+    if len(keys) != 1:
+        raise_failure(Failure(
+            f"{struct}.{name}['{NESTED}']: the map {shown} was written with {len(keys)} keys "
+            f"({', '.join(f'{kind} {v!r}' for kind, v in keys)}); they are one key to every Python peer, and "
+            "SPEC R-VAL-6 allows only a refusal or one key", "R-VAL-6",
+            f"{ENCODE} ({name}['{NESTED}'] = {shown}; msgpack, its bytes shown)",
+            [f"$.{name}['{NESTED}']: expected 1 key, got {len(keys)}"], data), ipc)

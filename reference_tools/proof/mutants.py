@@ -1205,6 +1205,18 @@ class QuantizedDtypesDecoded(Mutant):
             return super().decode(data, transport)
 
 
+class CollidingKeysWritten(Mutant):
+    """Map keys that are one key to a peer are both written (R-VAL-6: refuse, or write one).
+
+    The encoder's collision scan is off: an Enum member and its value go out as two equal keys."""
+
+    def encode(self, obj: Any, transport: str) -> bytes:
+        from reference_impl import _codec_keys
+
+        with patched(_codec_keys, "find_collision", lambda value, path="": None):
+            return super().encode(obj, transport)
+
+
 class NoBug(_WireNodes):
     """Control, not a mutant: every message goes through the untyped read and the writer
     unchanged, so a caught mutant is caught for its bug, not for the rewriting."""

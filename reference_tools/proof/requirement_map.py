@@ -117,6 +117,7 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(MUTANTS, "RefusesIntsForFloats", "Required.Accepts.KvMetrics.int_floats.Decode"),
     _v(MUTANTS, "UnknownExtRefused", "Required.Accepts.DumperControlReqInput.UnknownExtensionForwarded"),
     _v(MUTANTS, "DuplicateKeysFirstWins", "Required.Accepts.DumperControlReqInput.DuplicateKeyLastValue"),
+    _v(MUTANTS, "CollidingKeysWritten", "Required.Accepts.DumperControlReqInput.CollidingKeysNotWritten"),
     _v(MUTANTS, "BigEndianNdarraysConverted", "Required.ByteOrder.BatchStrOutput.BigEndianKept.encode"),
     _v(MUTANTS, "NdarraysDecodedNative", "Required.ByteOrder.BatchStrOutput.BigEndianKept.decode"),
     # -- extension types, tensors
@@ -209,6 +210,7 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(MUTANTS, "TopLevelWrapperKeptClosed", "Required.Payload.PickleWrapper.StateKept.msgpack"),
     _v(MUTANTS, "TimeStatsDropsAField", "Required.Payload.TokenizedGenerateReqInput.time_stats.StateKept.msgpack"),
     _v(MUTANTS, "NdarraysShareReceiveBuffer", "Required.TensorMemory.ndarray.OwnsMemory.msgpack"),
+    _testee("colliding-keys", "Required.Accepts.DumperControlReqInput.CollidingKeysNotWritten"),
 )}
 
 #: In-process violations that also run behind the testee protocol, with the checks the testee
@@ -381,10 +383,8 @@ CLAUSES: tuple[Clause, ...] = (
       (_t("EnumByName"),)),
     C("R-VAL-5a", "a float 32 read into a float position MUST widen as IEEE 754 convertFormat (NaN sign and payload "
       "kept)", ("Required.FloatWidening.*",), ("WideningCanonicalizesNaN",), (_t("WideningCanonicalizesNaN"),)),
-    C("R-VAL-6a", "an encoder MUST NOT write two keys equal (or colliding) as values of the map's key type", (), (),
-      pending="not started (no check exists yet): a check that hands an encoder colliding keys in an Any-keyed "
-              "map (1, 1.0, true) and requires one key or a refusal; a mutant and a testee --break mode that write "
-              "both"),
+    C("R-VAL-6a", "an encoder MUST NOT write two keys equal (or colliding) as values of the map's key type",
+      ("Required.Accepts.*.CollidingKeysNotWritten",), ("CollidingKeysWritten",), ("testee --break colliding-keys",)),
     C("R-VAL-7a", "a bool or np.bool_ is written true/false, never 0/1, and an int is never written true/false",
       ("Required.EveryEdge.*.NumpyScalar.*",), ("NumpyBoolEncodedAsInt",), no_testee="numpy"),
     C("R-VAL-8a", "an np.integer is written as the int of its value and an np.floating as the float 64 of its value",
