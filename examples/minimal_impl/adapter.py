@@ -74,4 +74,6 @@ class MinimalAdapter(Adapter):
         for name in ("time_stats", "customized_info"):
             if getattr(obj, name, None) is not None:
                 setattr(obj, name, fn(getattr(obj, name)))
+        if isinstance(getattr(obj, "batch", None), list):  # a batched input: each sub-request has its own
+            obj.batch = [self._map_wrappers(item, fn) for item in obj.batch]
         return obj

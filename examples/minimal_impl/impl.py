@@ -49,6 +49,14 @@ def enc_hook(obj: Any) -> Any:
         return _buffer(3, [list(a.shape), a.dtype.str], a.tobytes())
     if isinstance(obj, array.array):
         return _buffer(1, obj.typecode, obj.tobytes())
+    # SPEC 3.1: numpy scalars from array maths travel as the value they stand for (bool first:
+    # np.bool_ is true/false, never 0/1)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
     raise TypeError(f"cannot encode {type(obj)}")
 
 
