@@ -86,7 +86,9 @@ class Failure:
             lines.append(f"  view: {view_of(self.value)}")
         lines += [f"  {note}" for note in self.notes]
         lines.append(f"  requirement: SPEC {self.requirement}")
-        return "\n".join(lines)
+        # A value sent on purpose may hold a lone surrogate: escaped, the text can still be
+        # written to a report file and sent from a pytest-xdist worker (UTF-8 only).
+        return "\n".join(lines).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def raise_failure(failure: Failure, ipc: Any = None) -> NoReturn:
