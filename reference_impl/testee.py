@@ -388,9 +388,9 @@ class Testee:
         from reference_impl import ext
 
         if "device-to-cpu" in self.breaks:
-            return _patched(ext, "_to_device", lambda tensor, device: tensor)
+            return patched(ext, "_to_device", lambda tensor, device: tensor)
         if self.tensor_kind == "values":
-            return _patched(ext, "_to_device", self._hold_device)
+            return patched(ext, "_to_device", self._hold_device)
         return contextlib.nullcontext()
 
     def _hold_device(self, tensor: Any, device: Any) -> Any:
@@ -427,7 +427,7 @@ class Testee:
     def _encode(self, obj: Any, transport: str) -> bytes:
         from reference_impl import ext
 
-        held = _patched(ext, "tensor_metadata", self._metadata_with_held_device(ext.tensor_metadata)) \
+        held = patched(ext, "tensor_metadata", self._metadata_with_held_device(ext.tensor_metadata)) \
             if self._held else contextlib.nullcontext()
         try:
             with held:
@@ -596,7 +596,9 @@ def _untyped(data: bytes) -> Any:
 
 
 @contextlib.contextmanager
-def _patched(target: Any, name: str, replacement: Any) -> Iterator[None]:
+def patched(target: Any, name: str, replacement: Any) -> Iterator[None]:
+    """target.name = replacement for the duration of one call (a planted bug, here and in the
+    mutants of reference_tools/proof, stays within the call it changes)."""
     original = getattr(target, name)
     setattr(target, name, replacement)
     try:

@@ -17,7 +17,7 @@ import math
 import pickle
 import re
 import struct
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Optional
 
 import msgspec
 import numpy as np
@@ -31,6 +31,7 @@ from reference_impl.testee import (  # the bugs of its --break modes: drop-defau
     fit_tuples,
     http_json_with_breaks,
     map_structs,
+    patched,
     trailing_defaults,
     unknown_map_keys,
 )
@@ -49,17 +50,6 @@ def deep_map(value: Any, fn: Callable[[Any], Any]) -> Any:
     elif type(value) is dict:
         value = {deep_map(k, fn): deep_map(v, fn) for k, v in value.items()}
     return fn(value)
-
-
-@contextlib.contextmanager
-def patched(target: Any, name: str, replacement: Any) -> Iterator[None]:
-    """target.name = replacement for one call only (mutants in one process stay independent)."""
-    original = getattr(target, name)
-    setattr(target, name, replacement)
-    try:
-        yield
-    finally:
-        setattr(target, name, original)
 
 
 def _is_tag_array(node: Any) -> bool:
