@@ -306,14 +306,17 @@ class Coverage:
                 done, total = self.counts(m)
                 lines.append(f"{m}: {done}/{total} ({self.percent(m):.1f}%)")
         missing = self.uncovered()
-        for m, (s, f, a) in missing[:limit]:
-            lines.append(f"uncovered: {m}: {s}.{f} [{a}]")
-        if len(missing) > limit:
-            lines.append(f"... and {len(missing) - limit} more uncovered")
+        lines += _uncovered_lines([f"{m}: {s}.{f} [{a}]" for m, (s, f, a) in missing], limit)
         done, total = self.counts()
         lines.append(f"field-arm coverage of {self.manifest.id}: {done}/{total} ({self.percent():.1f}%), "
                      f"{len(self.required)} messages, {len(missing)} uncovered")
         return "\n".join(lines)
+
+
+def _uncovered_lines(missing: list[str], limit: int) -> list[str]:
+    """The report's 'uncovered:' lines, at most `limit` of them, then how many more there are."""
+    lines = [f"uncovered: {m}" for m in missing[:limit]]
+    return lines + ([f"... and {len(missing) - limit} more uncovered"] if len(missing) > limit else [])
 
 
 def measure(manifest: Manifest, sent: Mapping[str, Iterable[Any]]) -> Coverage:
@@ -364,10 +367,8 @@ class EdgeCoverage:
             for name, (done, total) in self.by_class().items():
                 lines.append(f"{name}: {done}/{total} ({100.0 * done / total if total else 100.0:.1f}%)")
         missing = self.uncovered()
-        for m, (s, f, position, name) in missing[:limit]:
-            lines.append(f"uncovered: {m}: {s}.{f} [{position}] {name}")
-        if len(missing) > limit:
-            lines.append(f"... and {len(missing) - limit} more uncovered")
+        lines += _uncovered_lines([f"{m}: {s}.{f} [{position}] {name}" for m, (s, f, position, name) in missing],
+                                  limit)
         done, total = self.counts()
         lines.append(f"value-class coverage of {self.manifest.id}: {done}/{total} ({self.percent():.1f}%), "
                      f"{len(self.required)} messages, {len(missing)} uncovered")
