@@ -11,10 +11,18 @@ import pytest
 
 from conformance.cli import main
 from conformance.schema import evolution
-from conformance.schema.diff import BREAKING, FULL, Change, Diff
+from conformance.schema.diff import _DIRS, BREAKING, FULL, RULES, Change, Diff
 from conformance.schema.diff import diff as real_diff
 from conformance.schema.evolution import LOUD, OK, SILENT, verify
-from conformance.schema.manifest import Default, Field, Manifest, StructSpec, bundled_manifests, load_manifest
+from conformance.schema.manifest import (
+    Default,
+    EnumSpec,
+    Field,
+    Manifest,
+    StructSpec,
+    bundled_manifests,
+    load_manifest,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAIRS = list(combinations(bundled_manifests(), 2))
@@ -268,3 +276,126 @@ def test_run_with_peer(tmp_path):
     strict = subprocess.run(cmd[:4] + ["--strict"] + cmd[4:], cwd=tmp_path, capture_output=True, text=True,
                             timeout=600)
     assert strict.returncode == 1
+
+
+# -- every named rule of schema diff, planted once and checked against the bytes ----------
+def _s(name: str, *fields: Field, module: str = "m", tag: object = "", role: str = "message", base=None,
+       **options: bool) -> StructSpec:
+    opts = {"array_like": True, "kw_only": True, **options}
+    tagged = role == "message" or opts["array_like"]
+    return StructSpec(name=name, module=module, fields=list(fields), tag=(name if tag == "" else tag) if tagged
+                      else None, options=opts, role=role, base=base)
+
+
+def _cat(version: str, *structs: StructSpec, enums: tuple = (), prims: tuple = ("int",)) -> Manifest:
+    return Manifest(implementation="rule", version=version, module="m", structs={s.name: s for s in structs},
+                    enums={e.name: e for e in enums},
+                    union=[s.name for s in structs if s.role == "message"] + list(prims))
+
+
+def _enum(**members: object) -> EnumSpec:
+    return EnumSpec(name="E", module="m", members=members)
+
+
+_M = _s("M", *A)
+_N = _s("N", _f("a"), role="nested")
+_WITH_N = _s("M", *A, _f("n", "Optional[N]", NONE))
+_E = _enum(A=1, B=2)
+_MAP = dict(array_like=False)
+# case: (rule, old catalogue, new catalogue); a version per side: catalogues are cached by id
+_PLANTED: dict[str, tuple[str, tuple, tuple]] = {
+    "struct-added": ("struct-added", (_M,), (_WITH_N, _N)),
+    "struct-removed": ("struct-removed", (_WITH_N, _N), (_M,)),
+    "message-added": ("message-added", (_M,), (_M, _s("Q", _f("a")))),
+    "message-removed": ("message-removed", (_M, _s("Q", _f("a"))), (_M,)),
+    "primitive-added": ("primitive-added", (_M,), (_M, "str")),
+    "primitive-removed": ("primitive-removed", (_M, "str"), (_M,)),
+    "tag-changed": ("tag-changed", (_M,), (_s("M", *A, tag="M2"),)),
+    "encoding-changed": ("encoding-changed", (_M,), (_s("M", *A, array_like=False),)),
+    "option-changed:kw_only": ("option-changed", (_s("M", A[1], A[0]),), (_s("M", A[1], A[0], kw_only=False),)),
+    "option-changed:forbid_unknown_fields": ("option-changed", (_M,), (_s("M", *A, forbid_unknown_fields=True),)),
+    "option-changed:omit_defaults": ("option-changed", (_M,), (_s("M", *A, omit_defaults=True),)),
+    "option-changed:frozen": ("option-changed", (_M,), (_s("M", *A, frozen=True),)),
+    "base-changed": ("base-changed", (_M, _s("B", role="base")), (_s("M", *A, base="B"), _s("B", role="base"))),
+    "class-moved": ("class-moved", (_M, _N), (_s("M", *A, module="n"), _N)),
+    "field-appended-with-default": ("field-appended-with-default", (_M,), (_s("M", *A, _f("y", "int", ZERO)),)),
+    "field-appended-without-default": ("field-appended-without-default", (_M,), (_s("M", *A, _f("y")),)),
+    "field-inserted": ("field-inserted", (_M,), (_s("M", A[0], _f("y", "int", ZERO), A[1]),)),
+    "field-added-with-default": ("field-added-with-default", (_s("M", *A, **_MAP),),
+                                 (_s("M", *A, _f("y", "int", ZERO), **_MAP),)),
+    "field-added-without-default": ("field-added-without-default", (_s("M", *A, **_MAP),),
+                                    (_s("M", *A, _f("y"), **_MAP),)),
+    "field-removed-last": ("field-removed-last", (_M,), (_s("M", A[0]),)),
+    "field-removed": ("field-removed", (_M,), (_s("M", A[1]),)),
+    "fields-reordered": ("fields-reordered", (_s("M", _f("a", "str"), _f("b")),), (_s("M", _f("b"), _f("a", "str")),)),
+    "field-renamed": ("field-renamed", (_M,), (_s("M", A[0], _f("z")),)),
+    "field-renamed:wire-name": ("field-renamed", (_s("M", *A, **_MAP),),
+                                (_s("M", A[0], Field(name="x", type="int", encode_name="ex"), **_MAP),)),
+    "type-respelled": ("type-respelled", (_s("M", A[0], _f("x", "List[int]")),),
+                       (_s("M", A[0], _f("x", "Tuple[int, ...]")),)),
+    "type-widened": ("type-widened", (_M,), (_s("M", A[0], _f("x", "Optional[int]")),)),
+    "int-to-float": ("int-to-float", (_s("M", A[0], _f("x", "List[int]")),), (_s("M", A[0], _f("x", "List[float]")),)),
+    "float-to-int": ("float-to-int", (_s("M", A[0], _f("x", "float")),), (_M,)),
+    "type-narrowed": ("type-narrowed", (_M,), (_s("M", A[0], _f("x", "Literal[1, 2]")),)),
+    "type-changed": ("type-changed", (_M,), (_s("M", A[0], _f("x", "str")),)),
+    "ext-code-changed": ("ext-code-changed", (_s("M", A[0], _f("t", "Optional[Tensor]", NONE)),),
+                         (_s("M", A[0], _f("t", "Optional[NDArray]", NONE)),)),
+    "default-added": ("default-added", (_M,), (_s("M", A[0], _f("x", "int", Default("value", value=3))),)),
+    "default-removed": ("default-removed", (_s("M", A[0], _f("x", "int", ZERO)),), (_M,)),
+    "default-changed": ("default-changed", (_s("M", A[0], _f("x", "int", ZERO)),),
+                        (_s("M", A[0], _f("x", "int", Default("value", value=3))),)),
+    "default-changed:omit_defaults": ("default-changed", (_s("M", A[0], _f("x", "int", ZERO), omit_defaults=True,
+                                                             **_MAP),),
+                                      (_s("M", A[0], _f("x", "int", Default("value", value=3)), omit_defaults=True,
+                                          **_MAP),)),
+    # the old last field gone, another in its place: each change alone looks harmless
+    "fields-shifted": ("fields-shifted", (_s("M", A[0], _f("x", "int", ZERO)),),
+                       (_s("M", A[0], _f("y", "str", Default("value", value=""))),)),
+    "enum-added": ("enum-added", (_M,), (_s("M", *A, _f("e", "Optional[E]", NONE)), _E)),
+    "enum-removed": ("enum-removed", (_s("M", *A, _f("e", "Optional[E]", NONE)), _E), (_M,)),
+    "enum-member-added": ("enum-member-added", (_s("M", *A, _f("e", "E")), _E),
+                          (_s("M", *A, _f("e", "E")), _enum(A=1, B=2, C=3))),
+    "enum-member-removed": ("enum-member-removed", (_s("M", *A, _f("e", "E")), _E),
+                            (_s("M", *A, _f("e", "E")), _enum(A=1))),
+    "enum-member-renamed": ("enum-member-renamed", (_s("M", *A, _f("e", "E")), _E),
+                            (_s("M", *A, _f("e", "E")), _enum(A=1, BB=2))),
+    "enum-member-value-changed": ("enum-member-value-changed", (_s("M", *A, _f("e", "E")), _E),
+                                  (_s("M", *A, _f("e", "E")), _enum(A=1, B=5))),
+}
+# rules whose subject no message exchange reaches: schema verify decodes messages only
+_NOT_ON_THE_WIRE = {"primitive-added": "verify exchanges messages, not top-level primitives",
+                    "primitive-removed": "verify exchanges messages, not top-level primitives"}
+
+
+def _side(case: str, which: str, parts: tuple) -> Manifest:
+    structs = [p for p in parts if isinstance(p, StructSpec)]
+    enums = tuple(p for p in parts if isinstance(p, EnumSpec))
+    prims = ("int",) + tuple(p for p in parts if isinstance(p, str))
+    return _cat(f"{case.replace(':', '-')}-{which}", *structs, enums=enums, prims=prims)
+
+
+def test_every_rule_of_schema_diff_has_a_planted_case():
+    assert {rule for rule, _, _ in _PLANTED.values()} == set(RULES), (
+        "a rule of conformance/schema/diff.py RULES has no row in _PLANTED (tests/test_evolution.py): "
+        f"add one for {sorted(set(RULES) - {r for r, _, _ in _PLANTED.values()})}")
+
+
+@pytest.mark.parametrize("case", _PLANTED)
+def test_every_rule_of_schema_diff_agrees_with_the_bytes(case):
+    rule, old_parts, new_parts = _PLANTED[case]
+    old, new = _side(case, "old", old_parts), _side(case, "new", new_parts)
+    planted = [c for c in real_diff(old, new).changes if c.rule == rule]
+    assert planted, f"{case}: the planted change is not reported as {rule}"
+    result = verify(old, new)
+    assert not result.contradictions(), evolution.render_text(result)
+    if rule in _NOT_ON_THE_WIRE:
+        assert all(rule not in e.rules for e in result.exchanges)
+        return
+    # each direction the rule forbids fails on the bytes of some message, with the rule named
+    for c in planted:
+        for transport in evolution.TRANSPORTS:
+            for direction in evolution.DIRECTIONS:
+                if direction[0] not in _DIRS[getattr(c, transport)]:
+                    assert any(rule in e.rules and e.outcome != OK for e in result.exchanges
+                               if (e.direction, e.transport) == (direction, transport)), (
+                        f"{case}: {direction} {transport}\n{evolution.render_text(result, every=True)}")

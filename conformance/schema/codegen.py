@@ -131,6 +131,13 @@ def _class_source(manifest: Manifest, spec: StructSpec) -> str:
         if "base64" in field.annotations:
             ann = f"Annotated[{ann}, Base64Bytes()]"
         default = _default_source(spec, field)
+        if field.encode_name:  # the name on the wire (msgspec rename): it is the map key
+            if default is None:
+                default = f"msgspec.field(name={field.encode_name!r})"
+            elif default.startswith("msgspec.field("):
+                default = f"msgspec.field(name={field.encode_name!r}, {default[len('msgspec.field('):]}"
+            else:
+                default = f"msgspec.field(name={field.encode_name!r}, default={default})"
         lines.append(f"    {field.name}: {ann}" + (f" = {default}" if default is not None else ""))
     if base is None:
         lines.append("")

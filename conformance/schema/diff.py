@@ -74,6 +74,12 @@ RULES: dict[str, str] = {
     "field-renamed": "a field changed its name at the same position, with the same type",
     "type-respelled": "a field type changed spelling but accepts exactly the same wire values",
     "type-widened": "a field type accepts more than before (new readers read old data)",
+    "int-to-float": "ints became floats: a msgpack reader decodes an int beyond 2**53 (int64 bounds included) to "
+                    "the nearest float64 without an error, so no direction is safe on msgpack; pickle keeps the "
+                    "int object (new readers read old data)",
+    "float-to-int": "floats became ints: an old msgpack reader decodes a new int beyond 2**53 to the nearest "
+                    "float64 without an error, new readers reject old floats; pickle keeps the int object "
+                    "(old readers read new data)",
     "type-narrowed": "a field type accepts less than before (old readers read new data)",
     "type-changed": "a field type changed incompatibly",
     "ext-code-changed": "a field switched between extension types (1 array, 2 tensor, 3 ndarray)",
@@ -161,34 +167,39 @@ _ARRAYS = {"List", "Set", "FrozenSet", "VarTuple"}
 _EXT = {"Tensor": 2, "NDArray": 3, "Array": 1}
 
 
-def accepts(reader: T, writer: T, *, pickle: bool = False) -> bool:
-    """msgpack (default): judged on decoded wire values, so list/tuple/set are one thing;
-    pickle: Python types travel as they are, so container kinds must match."""
+# floats hold every int up to 2**53 exactly, none beyond it
+_EXACT_IN_FLOAT = 2**53
+
+
+def accepts(reader: T, writer: T, *, pickle: bool = False, lossy: bool = False) -> bool:
+    """msgpack (default): judged on decoded wire values, so list/tuple/set are one thing, and an
+    int read as float must come back exact (lossy=True forgets that: any int is a float);
+    pickle: Python types travel as they are, so container kinds must match (an int stays an int)."""
     if reader.kind == "Any":
         return True
     if writer.kind == "Union":
-        return all(accepts(reader, arm, pickle=pickle) for arm in writer.args)
+        return all(accepts(reader, arm, pickle=pickle, lossy=lossy) for arm in writer.args)
     if reader.kind == "Union":
-        return any(accepts(arm, writer, pickle=pickle) for arm in reader.args)
+        return any(accepts(arm, writer, pickle=pickle, lossy=lossy) for arm in reader.args)
     if writer.kind == "Literal":
         if reader.kind == "Literal":
             return set(map(json.dumps, writer.values)) <= set(map(json.dumps, reader.values))
         scalar = {str: "str", bool: "bool", int: "int", type(None): "None"}
-        return all(scalar.get(type(v)) == reader.kind or (reader.kind == "float" and type(v) is int)
-                   for v in writer.values)
+        return all(scalar.get(type(v)) == reader.kind or (reader.kind == "float" and type(v) is int and (
+                   pickle or lossy or abs(v) <= _EXACT_IN_FLOAT)) for v in writer.values)
     if reader.kind == "float" and writer.kind == "int":
-        return True
+        return pickle or lossy
     if reader.kind in _ARRAYS and writer.kind in _ARRAYS:
         if pickle and reader.kind != writer.kind:
             return False
-        return accepts(reader.args[0], writer.args[0], pickle=pickle)
+        return accepts(reader.args[0], writer.args[0], pickle=pickle, lossy=lossy)
     if reader.kind in _ARRAYS and writer.kind == "Tuple" and not pickle:
-        return all(accepts(reader.args[0], a, pickle=pickle) for a in writer.args)
+        return all(accepts(reader.args[0], a, pickle=pickle, lossy=lossy) for a in writer.args)
     if reader.kind == "Tuple" and writer.kind == "Tuple":
         return len(reader.args) == len(writer.args) and all(
-            accepts(r, w, pickle=pickle) for r, w in zip(reader.args, writer.args))
+            accepts(r, w, pickle=pickle, lossy=lossy) for r, w in zip(reader.args, writer.args))
     if reader.kind == "Dict" and writer.kind == "Dict":
-        return all(accepts(r, w, pickle=pickle) for r, w in zip(reader.args, writer.args))
+        return all(accepts(r, w, pickle=pickle, lossy=lossy) for r, w in zip(reader.args, writer.args))
     if reader.kind == "Array" and writer.kind == "Array":
         return reader.name is None or writer.name is None or reader.name == writer.name
     if reader.kind == "Ref" and writer.kind == "Ref":
@@ -209,8 +220,9 @@ def _ext_skeleton(t: T) -> tuple[T, tuple[str, ...]]:
     return blank(t), tuple(leaves)
 
 
-def _type_level(old: T, new: T, pickle: bool) -> str:
-    backward, forward = accepts(new, old, pickle=pickle), accepts(old, new, pickle=pickle)
+def _type_level(old: T, new: T, pickle: bool, lossy: bool = False) -> str:
+    backward = accepts(new, old, pickle=pickle, lossy=lossy)
+    forward = accepts(old, new, pickle=pickle, lossy=lossy)
     return FULL if backward and forward else BACKWARD if backward else FORWARD if forward else BREAKING
 
 
@@ -271,7 +283,10 @@ class _StructDiff:
                 continue
             what = f"option {key}: {a} -> {b}"
             if key == "kw_only":
-                self.add("option-changed", what + " (pickle rebuilds by keyword vs by position)", FULL, BREAKING)
+                # a kw_only struct pickles as cls(**fields), which a positional class takes too;
+                # a positional one as cls(*values), which a kw_only class refuses
+                self.add("option-changed", what + " (pickle rebuilds by keyword vs by position: a kw_only reader "
+                         "refuses positional pickles)", FULL, FORWARD if b else BACKWARD)
             elif key == "forbid_unknown_fields":
                 self.add("option-changed", what + (" (fields appended later will break these readers)" if b else ""),
                          FULL, FULL)
@@ -356,6 +371,10 @@ class _StructDiff:
                 codes = lambda ls: "/".join(f"{k} (ext {_EXT[k]})" for k in ls)
                 rule = "ext-code-changed"
                 detail = f"{a.name}: {a.type} -> {b.type}: {codes(leaves_a)} -> {codes(leaves_b)}"
+            elif level != (lenient := _type_level(old_t, new_t, False, lossy=True)):
+                # only int -> float stands between this change and a milder verdict
+                rule = "int-to-float" if "b" in _DIRS[lenient] - _DIRS[level] else "float-to-int"
+                detail = f"{a.name}: {a.type} -> {b.type} (position {index})"
             else:
                 rule = {FULL: "type-respelled", BACKWARD: "type-widened", FORWARD: "type-narrowed",
                         BREAKING: "type-changed"}[level]

@@ -4,8 +4,9 @@
 
 For every message of two manifests, in both directions (backward: a NEW reader gets what
 an OLD writer sent; forward: an OLD reader gets what a NEW writer sent) and both
-transports, the writer's canonical vectors (minimal, typical, edge) are decoded with the
-reader's structs, generated from its manifest in-process:
+transports, the writer's canonical vectors (minimal, typical, edge, and bounds: typical with
+ints a float64 cannot hold exactly, encoded on the spot) are decoded with the reader's structs,
+generated from its manifest in-process:
 
     msgpack  the writer's golden bytes, decoded by the reader's top-level decoder
     pickle   pickle.dumps of the writer's value, loaded with every class the pickle names
@@ -34,7 +35,7 @@ from conformance.schema.diff import _DIRS, Change, Diff, diff, meet
 from conformance.schema.golden.catalogue import Catalogue, catalogue_for
 from conformance.schema.golden.view import to_view
 from conformance.schema.manifest import Manifest, T, parse
-from conformance.schema.values import VARIANTS, ValueBuilder
+from conformance.schema.values import EXCHANGE_VARIANTS, ValueBuilder
 
 __all__ = ["Exchange", "ImplementationSide", "PeerCheck", "Verification", "VersionSide", "DIRECTIONS",
            "PEER_DIRECTIONS", "TRANSPORTS", "OK", "LOUD", "SILENT", "exchange", "reach", "render_text", "to_dict",
@@ -134,7 +135,23 @@ def _plain(view: Any) -> Any:
             (key, items), = view.items()
             items = [_plain(v) for v in items]
             return sorted(items, key=json.dumps) if key != "$tuple" else items
+        if "$enum" in view:  # the wire carries the value; the member's name is each side's own spelling
+            return {k: v for k, v in view.items() if k != "member"}
         return {k: _plain(v) for k, v in view.items()}
+    return view
+
+
+def _kinds(view: Any) -> Any:
+    """A view with numbers as floats (an int where a float is declared is the same number to
+    Python) but container kinds kept: a tuple where a list is declared is not the same value."""
+    if isinstance(view, bool) or view is None or isinstance(view, str):
+        return view
+    if isinstance(view, (int, float)):
+        return float(view)
+    if isinstance(view, list):
+        return [_kinds(v) for v in view]
+    if isinstance(view, dict):
+        return {k: _kinds(v) for k, v in view.items()}
     return view
 
 
@@ -238,8 +255,9 @@ class VersionSide:
     def pickle_in(self, data: bytes, writer: Any) -> Any:
         return _ReaderUnpickler(data, writer, self).load()
 
-    def revalidate(self, obj: Any) -> None:
-        self.catalogue.decode(self.catalogue.encode(obj))
+    def revalidate(self, obj: Any) -> Any:
+        """The object through this side's own codec: what its types make of it."""
+        return self.catalogue.decode(self.catalogue.encode(obj))
 
 
 class ImplementationSide:
@@ -269,9 +287,10 @@ class ImplementationSide:
     def pickle_in(self, data: bytes, writer: Any) -> Any:
         return self.adapter.decode(data, "pickle")
 
-    def revalidate(self, obj: Any) -> None:
+    def revalidate(self, obj: Any) -> Any:
         if self.adapter.supports("msgpack"):
-            self.adapter.decode(self.adapter.encode(obj, "msgpack"), "msgpack")
+            return self.adapter.decode(self.adapter.encode(obj, "msgpack"), "msgpack")
+        return obj
 
 
 class _ReaderUnpickler(pickle.Unpickler):
@@ -393,17 +412,42 @@ def exchange_once(writer: Any, reader: Any, message: str, variant: str, transpor
     if transport == "pickle":
         # pickle checks no types: a value the reader's own codec refuses is silently wrong
         try:
-            reader.revalidate(got)
+            typed = reader.revalidate(got)
         except Exception as exc:  # noqa: BLE001 - its own codec refuses the value
             return SILENT, (f"{variant}: decoded without error into a {message} its own types reject: "
                             f"{_named(exc, reader, writer, message, meant)}")
+        # nor does it check container kinds: a tuple where the reader's type says List
+        found = _Kinds().first_difference(to_view(got), to_view(typed), message)
+        if found:
+            return SILENT, f"{variant}: decoded without error into a {message} its own types spell otherwise: {found}"
     return OK, ""
+
+
+class _Kinds:
+    """The first place where what a pickle reader holds differs in kind from what its own types make of it."""
+
+    def first_difference(self, got: Any, typed: Any, path: str) -> Optional[str]:
+        if isinstance(got, dict) and isinstance(typed, dict) and got.keys() == typed.keys():
+            for key in got:
+                found = self.first_difference(got[key], typed[key], path if key.startswith("$") else f"{path}.{key}")
+                if found:
+                    return found
+            return None
+        if isinstance(got, list) and isinstance(typed, list) and len(got) == len(typed):
+            for i, (g, t) in enumerate(zip(got, typed)):
+                found = self.first_difference(g, t, f"{path}[{i}]")
+                if found:
+                    return found
+            return None
+        if _kinds(got) != _kinds(typed):
+            return f"{path} = {_short(got)}, its types make it {_short(typed)}"
+        return None
 
 
 def exchange(writer: Any, reader: Any, message: str, transport: str) -> tuple[str, str]:
     """The worst outcome over the canonical variants (silent over loud over ok) and its evidence."""
     worst = (OK, "")
-    for variant in VARIANTS:
+    for variant in EXCHANGE_VARIANTS:
         outcome, evidence = exchange_once(writer, reader, message, variant, transport)
         if outcome == SILENT:
             return outcome, evidence

@@ -5,6 +5,9 @@ builder only needs the implementation's classes by name. Variants:
   minimal  required fields only, smallest values (None, 0, "", [])
   typical  every field set to a representative non-default value
   edge     nested None, empty containers, unicode, extremes, 0-d/empty tensors
+and, for `schema verify` only (no golden vector stores it):
+  bounds   typical, with every int one a float64 cannot hold exactly: 2**53 + 1, the int64
+           bounds (an int read as float is rounded without an error)
 """
 
 from __future__ import annotations
@@ -20,13 +23,16 @@ import torch
 from conformance.schema.manifest import Manifest, StructSpec, T, parse
 
 VARIANTS = ("minimal", "typical", "edge")
+EXCHANGE_VARIANTS = VARIANTS + ("bounds",)
+# seed % 3 picks one; lists of two items hold two different ones
+_BOUNDS = (2**53 + 1, 2**63 - 1, -(2**63))
 MAX_DEPTH = 4  # recursive types stop here (None / empty containers)
 
 
 class ValueBuilder:
     def __init__(self, manifest: Manifest, classes: Mapping[str, type], variant: str = "typical") -> None:
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(VARIANTS)}")
+        if variant not in EXCHANGE_VARIANTS:
+            raise ValueError(f"unknown variant {variant!r}; choose one of {', '.join(EXCHANGE_VARIANTS)}")
         self.manifest = manifest
         self.classes = classes
         self.variant = variant
@@ -44,7 +50,8 @@ class ValueBuilder:
         return cls(**kwargs)
 
     def value(self, t: T, depth: int, seed: int = 0, field: str = "") -> Any:
-        v, k = self.variant, t.kind
+        k = t.kind
+        v = "typical" if self.variant == "bounds" else self.variant
         shallow = depth >= MAX_DEPTH
         if k == "None":
             return None
@@ -61,6 +68,8 @@ class ValueBuilder:
         if k == "bool":
             return v != "minimal"
         if k == "int":
+            if self.variant == "bounds":
+                return _BOUNDS[seed % len(_BOUNDS)]
             return {"minimal": 0, "typical": 7 + seed, "edge": -(2**63) if seed % 2 else 2**63 - 1}[v]
         if k == "float":
             return {"minimal": 0.0, "typical": 0.5 + seed, "edge": -0.0 if seed % 2 else -1e308}[v]
@@ -150,4 +159,4 @@ def canonical_instances(manifest: Manifest, classes: Mapping[str, type],
     return {n: {v: ValueBuilder(manifest, classes, v).instance(n) for v in VARIANTS} for n in names}
 
 
-__all__ = ["VARIANTS", "ValueBuilder", "canonical_instances", "parse"]
+__all__ = ["EXCHANGE_VARIANTS", "VARIANTS", "ValueBuilder", "canonical_instances", "parse"]
