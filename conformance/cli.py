@@ -139,13 +139,12 @@ def _schema_diff(args: argparse.Namespace) -> int:
 
 def _schema_verify(args: argparse.Namespace) -> int:
     import json
-    from itertools import combinations
 
-    from conformance.schema.evolution import render_text, to_dict, verify
-    from conformance.schema.manifest import bundled_manifests, load_manifest
+    from conformance.schema.evolution import bundled_pairs, render_text, to_dict, verify
+    from conformance.schema.manifest import load_manifest
 
     if args.all:
-        pairs = [(load_manifest(a), load_manifest(b)) for a, b in combinations(bundled_manifests(), 2)]
+        pairs = [(load_manifest(a), load_manifest(b)) for a, b in bundled_pairs(transitive=not args.consecutive)]
     elif args.old and args.new:
         pairs = [(_diff_side(args.old), _diff_side(args.new))]
     else:
@@ -261,7 +260,10 @@ def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
                            "vectors with the other's structs (msgpack and pickle, both directions)")
     sv.add_argument("old", nargs="?", help="manifest file, bundled id, reference, sglang")
     sv.add_argument("new", nargs="?", help="the same kinds as OLD")
-    sv.add_argument("--all", action="store_true", help="every pair of bundled manifests (consecutive and transitive)")
+    sv.add_argument("--all", action="store_true", help="every pair of bundled msgspec-era manifests of one "
+                    "implementation (consecutive and transitive)")
+    sv.add_argument("--consecutive", action="store_true", help="with --all: each release with the next, and the "
+                    "first with the last (n pairs instead of n(n-1)/2)")
     sv.add_argument("--every", action="store_true", help="print every exchange, not only those that fail")
     sv.add_argument("--format", choices=["text", "json"], default="text",
                     help="json: every exchange with its outcome, evidence, the diff's level and rules")

@@ -38,8 +38,8 @@ from conformance.schema.manifest import Manifest, T, parse
 from conformance.schema.values import EXCHANGE_VARIANTS, ValueBuilder
 
 __all__ = ["Exchange", "ImplementationSide", "PeerCheck", "Verification", "VersionSide", "DIRECTIONS",
-           "PEER_DIRECTIONS", "TRANSPORTS", "OK", "LOUD", "SILENT", "exchange", "reach", "render_text", "to_dict",
-           "verify"]
+           "PEER_DIRECTIONS", "TRANSPORTS", "OK", "LOUD", "SILENT", "bundled_pairs", "exchange", "reach",
+           "render_text", "to_dict", "verify"]
 
 OK, LOUD, SILENT = "ok", "loud", "silent"
 DIRECTIONS = ("backward", "forward")  # backward: new reads old; forward: old reads new
@@ -487,6 +487,30 @@ def verify(old: Manifest, new: Manifest, *, transports: Iterable[str] = TRANSPOR
 
         changes = verify_each_change(old, new, result, transports)
     return Verification(old.id, new.id, exchanges, changes)
+
+
+def bundled_pairs(*, transitive: bool = True) -> list[tuple[str, str]]:
+    """Pairs of bundled manifests to verify, per implementation in version order: every pair
+    (transitive), or each release with the next plus the first with the last. Dataclass
+    catalogues (from before the msgspec migration) have no msgpack form and are left out."""
+    from itertools import combinations
+
+    from conformance.schema.diff import _version_key
+    from conformance.schema.manifest import bundled_manifests, load_manifest
+
+    by_impl: dict[str, list[Manifest]] = {}
+    for mid in bundled_manifests():
+        m = load_manifest(mid)
+        if not any(s.options.get("dataclass") for s in m.structs.values()):
+            by_impl.setdefault(m.implementation, []).append(m)
+    pairs: list[tuple[str, str]] = []
+    for releases in by_impl.values():
+        ids = [m.id for m in sorted(releases, key=lambda m: _version_key(m.version))]
+        if transitive:
+            pairs += list(combinations(ids, 2))
+        else:
+            pairs += list(zip(ids, ids[1:])) + ([(ids[0], ids[-1])] if len(ids) > 2 else [])
+    return pairs
 
 
 class PeerCheck:
