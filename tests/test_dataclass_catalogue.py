@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conformance.cli import main
-from conformance.schema.manifest import load_manifest, save_manifest
+from conformance.schema.manifest import Manifest, load_manifest, save_manifest
 from conformance.schema.manifest.extract import extract
 from conformance.schema.migration import is_dataclass_catalogue, migration, render_text
 
@@ -111,3 +111,66 @@ def test_schema_verify_refuses_a_dataclass_catalogue(fork, tmp_path, capsys):
     save_manifest(fork, path)
     assert main(["schema", "verify", str(path), "sglang-0.5.23"]) == 2
     assert "dataclass catalogue (no msgpack form)" in capsys.readouterr().err
+
+
+# -- the report on hand-made catalogues: renamed structs, HTTP-side dataclasses, eras -----------
+def _dataclass_era(renames: dict[str, str]) -> Manifest:
+    """sglang-0.5.23 as a dataclass catalogue: some structs under older names, no tags,
+    token ids as plain `Array`, the HTTP-side GenerateReqInput still in it."""
+    import msgspec
+
+    from conformance.schema.manifest import Field, StructSpec
+
+    m = load_manifest("sglang-0.5.23")
+    back = {new: old for old, new in renames.items()}
+    structs = {}
+    for name, spec in m.structs.items():
+        fields = [msgspec.structs.replace(f, type=f.type.replace("Array[q]", "Array")) for f in spec.fields]
+        structs[back.get(name, name)] = msgspec.structs.replace(
+            spec, name=back.get(name, name), tag=None, fields=fields, options={"dataclass": True})
+    structs["GenerateReqInput"] = StructSpec(name="GenerateReqInput", module="sglang.srt.managers.io_struct",
+                                             fields=[Field(name="text", type="Optional[str]")], role="message",
+                                             options={"dataclass": True})
+    return msgspec.structs.replace(m, version="0.4.10-dc", structs=structs,
+                                   union=[back.get(u, u) for u in m.union] + ["GenerateReqInput"])
+
+
+RENAMED = {"BatchTokenIDOut": "BatchTokenIDOutput", "BatchStrOut": "BatchStrOutput",
+           "TokenizerWorkerRegistration": "TokenizerWorkerRegistrationReq"}
+
+
+def test_renamed_structs_are_paired_not_dropped_and_added():
+    new = load_manifest("sglang-0.5.23")
+    assert set(RENAMED.values()) <= set(new.structs)
+    report = migration(_dataclass_era(RENAMED), new)
+    dropped = {n for names in report.only_source.values() for n in names}
+    added = {n for names in report.only_target.values() for n in names}
+    assert not dropped & set(RENAMED) and not added & set(RENAMED.values())
+    structs = {s.name: s for s in report.structs}
+    for old, new_name in RENAMED.items():
+        assert structs[f"{old} -> {new_name}"].struct_renamed == f"{old} -> {new_name}"
+    text = render_text(report)
+    assert "BatchTokenIDOut -> BatchTokenIDOutput  (renamed struct: same fields, similar name; a new wire tag)" in text
+    # dissimilar names stay apart even with the same fields
+    assert "StartProfile" not in str(report.structs)
+
+
+def test_http_side_dataclasses_stay_dataclasses():
+    report = migration(_dataclass_era({}), load_manifest("sglang-0.5.23"))
+    assert report.http_side == ["GenerateReqInput"]
+    assert "GenerateReqInput" not in str(report.only_source)
+    assert "HTTP-side, not IPC: stays a dataclass: GenerateReqInput" in render_text(report)
+
+
+def test_a_missing_typecode_is_not_a_retype():
+    report = migration(_dataclass_era({}), load_manifest("sglang-0.5.23"))
+    assert not [r for s in report.structs for r in s.retyped if "Array" in r], report.structs
+    assert not [s for s in report.structs if s.name == "TokenizedGenerateReqInput"]  # nothing else differs
+
+
+def test_the_reversed_report_names_each_side_by_its_era():
+    old, new = load_manifest("sglang-0.5.23"), _dataclass_era(RENAMED)
+    text = render_text(migration(old, new))
+    assert text.startswith("migration report sglang-0.5.23 (msgspec structs) -> sglang-0.4.10-dc "
+                           "(dataclasses, pickle)\n")
+    assert "BatchTokenIDOutput -> BatchTokenIDOut" in text

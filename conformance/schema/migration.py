@@ -65,9 +65,11 @@ class StructMigration:
     renamed: list[str] = field(default_factory=list)
     retyped: list[str] = field(default_factory=list)
     defaults: list[str] = field(default_factory=list)
+    struct_renamed: Optional[str] = None  # "OldName -> NewName": one struct under two names
 
     def empty(self) -> bool:
-        return not (self.added or self.removed or self.renamed or self.retyped or self.defaults)
+        return not (self.added or self.removed or self.renamed or self.retyped or self.defaults
+                    or self.struct_renamed)
 
 
 @dataclass
@@ -79,6 +81,9 @@ class Migration:
     structs: list[StructMigration]
     enums: list[str]
     no_msgpack_form: list[FieldNote]
+    source_era: str = "dataclasses, pickle"
+    target_era: str = "msgspec structs"
+    http_side: list[str] = field(default_factory=list)  # in the source, not IPC: they stay dataclasses
 
 
 def _untyped(type_text: str) -> bool:
@@ -112,8 +117,73 @@ def _renames(spec: StructMigration, old: StructSpec, new: StructSpec) -> None:
             spec.added = [x for x in spec.added if not x.startswith(same[0] + ":")]
 
 
+_HTTP_SIDE = {"GenerateReqInput", "EmbeddingReqInput"}  # HTTP-side request objects, never sent over IPC
+
+
+def _era(m: Manifest) -> str:
+    return "dataclasses, pickle" if is_dataclass_catalogue(m) else "msgspec structs"
+
+
+def _similar(a: str, b: str) -> bool:
+    """Names of one struct across a rename: one extends the other, or they are close."""
+    from difflib import SequenceMatcher
+
+    return a.startswith(b) or b.startswith(a) or SequenceMatcher(None, a, b).ratio() >= 0.8
+
+
+def struct_renames(source: Manifest, target: Manifest) -> dict[str, str]:
+    """Structs only in `source` paired with structs only in `target` of the same role, a similar
+    name and mostly the same fields (at least half of each side's names shared), best match first."""
+    gone = [n for n in source.structs if n not in target.structs and n not in _HTTP_SIDE]
+    new = [n for n in target.structs if n not in source.structs]
+    scored = []
+    for a in gone:
+        fa = {f.name for f in source.structs[a].fields}
+        for b in new:
+            fb = {f.name for f in target.structs[b].fields}
+            shared = len(fa & fb)
+            if (_similar(a, b) and source.structs[a].role == target.structs[b].role
+                    and shared * 2 >= max(len(fa), len(fb), 1)):
+                scored.append((-shared / max(len(fa | fb), 1), a, b))
+    pairs: dict[str, str] = {}
+    for _, a, b in sorted(scored):
+        if a not in pairs and b not in pairs.values():
+            pairs[a] = b
+    return pairs
+
+
+def _renamed_as(manifest: Manifest, renames: dict[str, str]) -> Manifest:
+    """The manifest with each struct renamed (and the fields that name it retyped)."""
+    import re
+
+    import msgspec
+
+    if not renames:
+        return manifest
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, renames)) + r")\b")
+    structs = {}
+    for name, spec in manifest.structs.items():
+        fields = [msgspec.structs.replace(f, type=pattern.sub(lambda m: renames[m.group(1)], f.type))
+                  for f in spec.fields]
+        new_name = renames.get(name, name)
+        structs[new_name] = msgspec.structs.replace(spec, name=new_name, fields=fields,
+                                                    base=renames.get(spec.base, spec.base))
+    return msgspec.structs.replace(manifest, structs=structs,
+                                   union=[renames.get(u, u) for u in manifest.union])
+
+
+def _only_typecode(detail: str) -> bool:
+    """`Array` -> `Array[q]`: an older manifest left the typecode out; q is the default
+    (spec/SPEC.md §4), so the field is not retyped."""
+    spelled = detail.split(": ", 1)[-1].split(" (position")[0].replace("Array[q]", "Array")
+    old, _, new = spelled.partition(" -> ")
+    return "Array" in detail and old.strip() == new.strip()
+
+
 def migration(source: Manifest, target: Manifest) -> Migration:
-    """What it takes to move the catalogue `source` (dataclasses) onto `target` (msgspec)."""
+    """What it takes to move the catalogue `source` onto `target` (one of them dataclasses)."""
+    renames = struct_renames(source, target)
+    source = _renamed_as(original := source, renames)
     result = diff(source, target, modules=False)
     by_struct: dict[str, StructMigration] = {}
     enums: list[str] = []
@@ -131,11 +201,17 @@ def migration(source: Manifest, target: Manifest) -> Migration:
         elif c.rule in _REMOVED:
             entry.removed.append(text)
         elif c.rule in _RETYPED:
-            entry.retyped.append(text)
+            if not _only_typecode(c.detail):
+                entry.retyped.append(text)
         elif c.rule in _DEFAULTS:
             entry.defaults.append(text)
     for name, entry in by_struct.items():
         _renames(entry, source.structs[name], target.structs[name])
+    back = {b: a for a, b in renames.items()}
+    for b, a in back.items():
+        entry = by_struct.setdefault(b, StructMigration(b))
+        entry.struct_renamed = f"{a} -> {b}"
+        entry.name = f"{a} -> {b}"
 
     def only(a: Manifest, b: Manifest) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
@@ -144,9 +220,12 @@ def migration(source: Manifest, target: Manifest) -> Migration:
                 out.setdefault(spec.role, []).append(spec.name)
         return out
 
-    return Migration(source.id, target.id, only(source, target), only(target, source),
+    only_source = only(source, target)
+    http = sorted(n for names in only_source.values() for n in names if n in _HTTP_SIDE)
+    only_source = {role: [n for n in names if n not in _HTTP_SIDE] for role, names in only_source.items()}
+    return Migration(original.id, target.id, {r: n for r, n in only_source.items() if n}, only(target, source),
                      [by_struct[n] for n in sorted(by_struct) if not by_struct[n].empty()], enums,
-                     _notes(source, target))
+                     _notes(source, target), _era(original), _era(target), http)
 
 
 def _names(names: list[str]) -> list[str]:
@@ -154,9 +233,14 @@ def _names(names: list[str]) -> list[str]:
 
 
 def render_text(m: Migration) -> str:
-    lines = [f"migration report {m.source} (dataclasses, pickle) -> {m.target} (msgspec structs)",
-             "every struct becomes a msgspec.Struct (tagged, array_like on msgpack): field order is then "
-             "wire format, so append new fields at the end, with a default"]
+    lines = [f"migration report {m.source} ({m.source_era}) -> {m.target} ({m.target_era})"]
+    if m.target_era == "msgspec structs":
+        lines.append("every struct becomes a msgspec.Struct (tagged, array_like on msgpack): field order is then "
+                     "wire format, so append new fields at the end, with a default")
+    else:
+        lines.append("every struct becomes a dataclass sent with pickle: msgpack peers are lost")
+    if m.http_side:
+        lines.append(f"HTTP-side, not IPC: stays a dataclass: {', '.join(m.http_side)}")
     for title, groups in ((f"only in {m.source} (drop them, or add them to the new catalogue)", m.only_source),
                           (f"only in {m.target} (new to this catalogue)", m.only_target)):
         for role, names in sorted(groups.items()):
@@ -167,7 +251,8 @@ def render_text(m: Migration) -> str:
     lines += [f"  ! {n.line()}" for n in m.no_msgpack_form]
     for s in m.structs:
         lines.append("")
-        lines.append(s.name)
+        lines.append(s.name + ("  (renamed struct: same fields, similar name; a new wire tag)"
+                               if s.struct_renamed else ""))
         for mark, title, items in (("+", "add", s.added), ("-", "remove", s.removed),
                                    ("~", "renamed?", s.renamed), ("~", "retype", s.retyped),
                                    ("~", "default", s.defaults)):
