@@ -1,0 +1,160 @@
+"""Python source files by dotted module name, read from a directory, one file or a wheel
+(members read from the zip, nothing unpacked), and where a catalogue module lives in them."""
+
+from __future__ import annotations
+
+import ast
+import re
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Dict, Iterator, Optional
+
+from conformance.errors import UsageError
+
+DEFAULT_MODULE = "sglang.srt.managers.io_struct"
+
+
+def _module_name(relative: PurePosixPath) -> Optional[str]:
+    parts = list(relative.with_suffix("").parts)
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    if not parts or not all(p.isidentifier() for p in parts):
+        return None
+    return ".".join(parts)
+
+
+@dataclass
+class SourceTree:
+    """The modules of one source tree; each is parsed once, on first use."""
+
+    readers: Dict[str, "_Reader"]
+    packages: set = field(default_factory=set)
+    _parsed: Dict[str, ast.Module] = field(default_factory=dict)
+
+    def __contains__(self, module: str) -> bool:
+        return module in self.readers
+
+    def is_package(self, module: str) -> bool:
+        return module in self.packages
+
+    def text(self, module: str) -> str:
+        return self.readers[module]()
+
+    def parse(self, module: str) -> ast.Module:
+        if module not in self._parsed:
+            try:
+                self._parsed[module] = ast.parse(self.text(module), filename=module)
+            except SyntaxError as exc:
+                raise UsageError(f"{module}: cannot parse with Python's ast: {exc}") from None
+        return self._parsed[module]
+
+    def modules_mentioning(self, word: str) -> Iterator[str]:
+        """Modules whose text contains the word (a cheap filter before parsing)."""
+        for module in sorted(self.readers):
+            if word in self.text(module):
+                yield module
+
+
+class _Reader:
+    def __init__(self, read):
+        self._read = read
+
+    def __call__(self) -> str:
+        return self._read().decode("utf-8", errors="replace")
+
+
+def _from_directory(root: Path) -> SourceTree:
+    tree = SourceTree({})
+    for path in root.rglob("*.py"):
+        name = _module_name(PurePosixPath(path.relative_to(root).as_posix()))
+        if name is not None and name not in tree.readers:
+            tree.readers[name] = _Reader(path.read_bytes)
+            if path.name == "__init__.py":
+                tree.packages.add(name)
+    return tree
+
+
+def _from_wheel(path: Path) -> tuple[SourceTree, Optional[str]]:
+    """The wheel's modules and the version its METADATA states."""
+    archive = zipfile.ZipFile(path)
+    tree, version = SourceTree({}), None
+    for member in archive.namelist():
+        rel = PurePosixPath(member)
+        if rel.suffix == ".py" and ".dist-info" not in member and ".data/" not in member:
+            name = _module_name(rel)
+            if name is not None:
+                tree.readers[name] = _Reader(lambda m=member: archive.read(m))
+                if rel.name == "__init__.py":
+                    tree.packages.add(name)
+        elif rel.name == "METADATA" and rel.parent.name.endswith(".dist-info"):
+            found = re.search(r"^Version:\s*(\S+)", archive.read(member).decode("utf-8", "replace"), re.M)
+            version = found.group(1) if found else None
+    return tree, version
+
+
+def _package_root(file: Path) -> Path:
+    """The directory above the outermost package holding the file."""
+    root = file.parent
+    while (root / "__init__.py").exists():
+        root = root.parent
+    return root
+
+
+@dataclass
+class Located:
+    tree: SourceTree
+    module: str
+    version: Optional[str]
+
+
+def locate(path: Path, module: Optional[str]) -> Located:
+    """The tree at path and the catalogue module in it (module, or io_struct by default)."""
+    if not path.exists():
+        raise UsageError(f"{path}: no such file or directory")
+    if path.is_file() and path.suffix == ".whl":
+        try:
+            tree, version = _from_wheel(path)
+        except zipfile.BadZipFile:
+            raise UsageError(f"{path} is not a wheel (not a zip file)") from None
+        return Located(tree, _require(tree, module or DEFAULT_MODULE, path), version or _wheel_version(path))
+    if path.is_file():
+        if path.suffix != ".py":
+            raise UsageError(f"{path}: give a .py file, a package or checkout directory, or a .whl")
+        root = _package_root(path)
+        tree = _from_directory(root)
+        name = _module_name(PurePosixPath(path.resolve().relative_to(root.resolve()).as_posix()))
+        if name is None:
+            raise UsageError(f"{path}: not a Python module name")
+        return Located(tree, module or name, _tree_version(tree, name))
+    # A directory: a package (its parent is the root) or a checkout (io_struct somewhere below).
+    root = _package_root(path / "__init__.py") if (path / "__init__.py").exists() else path
+    wanted = module or DEFAULT_MODULE
+    candidates = [root] + [p.parent for p in sorted(root.glob("*/" + wanted.split(".")[0] + "/__init__.py"))]
+    for candidate in candidates:
+        tree = _from_directory(candidate)
+        if wanted in tree:
+            return Located(tree, wanted, _tree_version(tree, wanted))
+    raise UsageError(f"{path}: no module {wanted} in this tree (give --module, or the module's .py file)")
+
+
+def _require(tree: SourceTree, module: str, path: Path) -> str:
+    if module not in tree:
+        raise UsageError(f"{path}: no module {module} in it (give the module's dotted name)")
+    return module
+
+
+def _wheel_version(path: Path) -> Optional[str]:
+    parts = path.name.split("-")
+    return parts[1] if len(parts) > 2 else None
+
+
+def _tree_version(tree: SourceTree, module: str) -> Optional[str]:
+    """`__version__ = "..."` in the top package's version.py or __init__.py."""
+    top = module.split(".")[0]
+    for candidate in (f"{top}.version", f"{top}._version", top):
+        if candidate in tree:
+            found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", tree.text(candidate), re.M)
+            if found:
+                return found.group(1)
+    return None
