@@ -19,27 +19,45 @@ def _version() -> str:
     return f"ipc-conformance {__version__}"
 
 
+def _looks_like_path(target: str) -> bool:
+    return target.endswith((".py", ".whl")) or "/" in target or Path(target).exists()
+
+
 def _manifest_extract(args: argparse.Namespace) -> int:
     from conformance.schema.manifest import save_manifest
     from conformance.schema.manifest.extract import UnsupportedTypeError, extract
 
-    if args.module.endswith(".py") or "/" in args.module:
-        raise UsageError(f"{args.module!r} is a path; give the dotted name of an importable module "
-                         f"(e.g. sglang.srt.managers.io_struct)")
-    try:
-        manifest = extract(
-            args.module,
-            roots=args.root,
-            imports=args.imports,
-            union_attr=args.union_attr,
-            implementation=args.implementation,
-            version=args.version,
-            array_typecode=args.array_typecode,
-        )
-    except UnsupportedTypeError as exc:
-        raise UsageError(str(exc)) from None
-    except ImportError as exc:
-        raise UsageError(f"cannot import {args.module!r} (or a module it imports): {exc}") from None
+    source = args.source or (args.module if args.module and _looks_like_path(args.module) else None)
+    if source is not None:
+        from conformance.schema.manifest.source import extract_source
+
+        if args.source and args.module:
+            raise UsageError(f"give --source {args.source} or a module name, not both ({args.module!r})")
+        if args.imports or args.root:
+            raise UsageError("--import and --root are import-mode options; --source reads every module of the "
+                             "tree and finds the tagged roots itself")
+        manifest = extract_source(source, module=args.source_module, implementation=args.implementation,
+                                  version=args.version, array_typecode=args.array_typecode,
+                                  union_attr=args.union_attr, exclude=args.exclude)
+    else:
+        if not args.module:
+            raise UsageError("give a module name (sglang.srt.managers.io_struct) or --source PATH")
+        try:
+            manifest = extract(
+                args.module,
+                roots=args.root,
+                imports=args.imports,
+                union_attr=args.union_attr,
+                implementation=args.implementation,
+                version=args.version,
+                array_typecode=args.array_typecode,
+                exclude=args.exclude,
+            )
+        except UnsupportedTypeError as exc:
+            raise UsageError(str(exc)) from None
+        except ImportError as exc:
+            raise UsageError(f"cannot import {args.module!r} (or a module it imports): {exc}; "
+                             f"--source PATH reads the code without importing it") from None
     if args.out:
         save_manifest(manifest, args.out)
         print(f"wrote {args.out}: {len(manifest.structs)} structs, {len(manifest.messages)} messages, "
@@ -323,9 +341,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     manifest = sub.add_parser("manifest", help="wire manifests").add_subparsers(dest="manifest_command", required=True)
-    ex = manifest.add_parser("extract", help="build a manifest from an importable module of msgspec structs")
-    ex.add_argument("module", help="e.g. sglang.srt.managers.io_struct")
-    ex.add_argument("--out", help="write here instead of stdout")
+    ex = manifest.add_parser("extract", help="build a manifest from an importable module of msgspec structs "
+                                             "or dataclasses, or from its source without importing it (--source)")
+    ex.add_argument("module", nargs="?", help="e.g. sglang.srt.managers.io_struct; a .py file, a directory or a "
+                                              ".whl is read as --source")
+    ex.add_argument("--source", metavar="PATH", help="read the catalogue from source, never importing it: an "
+                    "io_struct.py file, a package or checkout directory, or a wheel")
+    ex.add_argument("--module", dest="source_module", metavar="NAME", help="with --source: the catalogue module's "
+                    "dotted name (default: the file given, or sglang.srt.managers.io_struct)")
+    ex.add_argument("-o", "--out", help="write here instead of stdout")
+    ex.add_argument("--exclude", action="append", default=[], metavar="NAME",
+                    help="leave this struct out of the union (it stays if a field reaches it); repeatable")
     ex.add_argument("--import", dest="imports", action="append", default=[],
                     help="also import this module first (it registers custom types); repeatable")
     ex.add_argument("--root", action="append", default=[],
@@ -333,8 +359,10 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--union-attr", default="_all_types",
                     help="module attribute listing the types registered for the top-level union")
     ex.add_argument("--implementation", help="name in the manifest (default: top-level package)")
-    ex.add_argument("--version", help="version in the manifest (default: the distribution's)")
-    ex.add_argument("--array-typecode", help="typecode of array.array fields, when the module fixes one (q)")
+    ex.add_argument("--version", help="version in the manifest (default: the distribution's; with --source: "
+                                      "the wheel's, or __version__ in the tree's version.py)")
+    ex.add_argument("--array-typecode", default="q",
+                    help="typecode of array.array fields (default: q, int64, the spec's default)")
     ex.set_defaults(func=_manifest_extract)
 
     rep = sub.add_parser("report", help="reports of conformance runs").add_subparsers(dest="report_command",

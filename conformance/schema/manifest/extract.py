@@ -82,6 +82,8 @@ class _Extractor:
         origin, args = typing.get_origin(tp), typing.get_args(tp)
         if origin is typing.Annotated:
             return self.node(args[0], where)
+        if origin is array.array:  # array[int] (3.12+, or the 3.10/3.11 stand-in below)
+            return T("Array", name=self.array_typecode)
         if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
             arms: list[T] = []
             for a in args:
@@ -147,10 +149,7 @@ class _Extractor:
         if dataclasses.is_dataclass(cls):
             return self.dataclass_spec(cls, role)
         cfg = cls.__struct_config__
-        try:
-            infos = msgspec.structs.fields(cls)
-        except Exception as exc:  # unresolvable forward reference and the like
-            raise UnsupportedTypeError(f"{cls.__name__}: cannot resolve field types: {exc}") from exc
+        infos = _struct_fields(cls)
         fields = []
         for info in infos:
             where = f"{cls.__name__}.{info.name}"
@@ -187,10 +186,7 @@ class _Extractor:
     def dataclass_spec(self, cls: type, role: str) -> StructSpec:
         """A dataclass (implementations from before the msgspec migration, sent with pickle):
         no tag, no msgpack form; options records dataclass=True."""
-        try:
-            hints = typing.get_type_hints(cls, include_extras=True)
-        except Exception as exc:
-            raise UnsupportedTypeError(f"{cls.__name__}: cannot resolve field types: {exc}") from exc
+        hints = _type_hints(cls)
         fields = []
         for info in dataclasses.fields(cls):
             where = f"{cls.__name__}.{info.name}"
@@ -228,6 +224,53 @@ class _Extractor:
         # Any other callable (e.g. a fresh uuid per instance): the value is made by the
         # implementation at construction time and is never implied by the wire.
         return Default("factory", factory="opaque")
+
+
+class _SubscriptableArray:
+    """`array[int]` where array.array cannot be subscripted (Python < 3.12): annotations a
+    module writes under `from __future__ import annotations` still evaluate."""
+
+    def __class_getitem__(cls, item: Any) -> Any:
+        return types.GenericAlias(array.array, item)
+
+
+_ARRAY_MODULE = types.SimpleNamespace(array=_SubscriptableArray)
+
+
+def _array_names(cls: type) -> dict[str, Any]:
+    """Names bound to array.array or the array module in the modules of cls and its bases."""
+    if hasattr(array.array, "__class_getitem__"):
+        return {}
+    names: dict[str, Any] = {}
+    for base in cls.__mro__:
+        for name, value in vars(sys.modules.get(base.__module__, types)).items():
+            if value is array.array:
+                names[name] = _SubscriptableArray
+            elif value is array:
+                names[name] = _ARRAY_MODULE
+    return names
+
+
+def _type_hints(cls: type) -> dict[str, Any]:
+    """The class's evaluated annotations, with extras (Annotated) kept."""
+    try:
+        return typing.get_type_hints(cls, include_extras=True, localns=_array_names(cls) or None)
+    except Exception as exc:  # unresolvable forward reference and the like
+        raise UnsupportedTypeError(f"{cls.__name__}: cannot resolve field types: {exc}") from exc
+
+
+def _struct_fields(cls: type) -> list[msgspec.structs.FieldInfo]:
+    """msgspec.structs.fields(cls), with the annotations evaluated by _type_hints."""
+    hints = _type_hints(cls)
+    npos = len(cls.__struct_fields__) - len(cls.__struct_defaults__)
+    infos = []
+    for name, encode_name, default in zip(cls.__struct_fields__, cls.__struct_encode_fields__,
+                                          (msgspec.NODEFAULT,) * npos + cls.__struct_defaults__):
+        factory = getattr(default, "factory", msgspec.NODEFAULT)  # msgspec's Factory wrapper
+        infos.append(msgspec.structs.FieldInfo(
+            name=name, encode_name=encode_name, type=hints[name],
+            default=msgspec.NODEFAULT if factory is not msgspec.NODEFAULT else default, default_factory=factory))
+    return infos
 
 
 class _DataclassDefault:
@@ -274,7 +317,7 @@ def _dataclass_messages(module: types.ModuleType) -> list[type]:
     reached: set[type] = set()
     for cls in defined:
         try:
-            hints = typing.get_type_hints(cls)
+            hints = typing.get_type_hints(cls, localns=_array_names(cls) or None)
         except Exception:  # noqa: BLE001 - the extractor names the unresolvable field later
             continue
         todo = list(hints.values())
@@ -308,11 +351,14 @@ def extract_with_classes(
     union_attr: str = "_all_types",  # upstream's name; ours is CUSTOM_MESSAGE_TYPES
     implementation: Optional[str] = None,
     version: Optional[str] = None,
-    array_typecode: Optional[str] = None,
+    array_typecode: Optional[str] = "q",
+    exclude: Sequence[str] = (),
 ) -> tuple[Manifest, dict[str, type]]:
     """Walk a module's IPC catalogue: every struct reachable from the roots (subclasses at
     any depth), the types registered in the module's union attribute, and every struct
-    and enum their fields reach. Returns the manifest and its classes by name."""
+    and enum their fields reach, less the `exclude`d names. array.array fields get the spec's
+    default typecode q unless array_typecode says otherwise. Returns the manifest and its
+    classes by name."""
     module = importlib.import_module(module_name)
     for extra in imports:  # modules that register custom types on import
         importlib.import_module(extra)
@@ -339,6 +385,7 @@ def extract_with_classes(
     for cls in registered:
         if cls not in union:
             union.append(cls)
+    union = [c for c in union if c.__name__ not in exclude]
     for cls in union:
         ex.add_struct(cls)
 

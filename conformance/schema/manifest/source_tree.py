@@ -94,11 +94,28 @@ def _from_wheel(path: Path) -> tuple[SourceTree, Optional[str]]:
 
 
 def _package_root(file: Path) -> Path:
-    """The directory above the outermost package holding the file."""
+    """The directory above the outermost package holding the file: above the nearest
+    ancestor named like a package the file imports absolutely (namespace packages have no
+    __init__.py), else above the last directory with an __init__.py."""
+    try:
+        imported = {n.split(".")[0] for n in _absolute_imports(file.read_text(errors="replace"))}
+    except (OSError, SyntaxError):
+        imported = set()
+    for ancestor in file.resolve().parents:
+        if ancestor.name in imported and ancestor.parent != ancestor:
+            return ancestor.parent
     root = file.parent
     while (root / "__init__.py").exists():
         root = root.parent
     return root
+
+
+def _absolute_imports(text: str) -> Iterator[str]:
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
 
 
 @dataclass
@@ -150,11 +167,11 @@ def _wheel_version(path: Path) -> Optional[str]:
 
 
 def _tree_version(tree: SourceTree, module: str) -> Optional[str]:
-    """`__version__ = "..."` in the top package's version.py or __init__.py."""
+    """`__version__ = "..."` in the top package's version.py, _version.py or __init__.py."""
     top = module.split(".")[0]
     for candidate in (f"{top}.version", f"{top}._version", top):
         if candidate in tree:
-            found = re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", tree.text(candidate), re.M)
+            found = re.search(r"^__version__\s*=\s*(?:\w+\s*=\s*)*['\"]([^'\"]+)['\"]", tree.text(candidate), re.M)
             if found:
                 return found.group(1)
     return None
