@@ -8,7 +8,6 @@ import dataclasses
 import enum
 import importlib
 import importlib.metadata
-import inspect
 import platform
 import sys
 import types
@@ -36,7 +35,7 @@ _FACTORIES = {list: "list", dict: "dict", set: "set", tuple: "tuple", frozenset:
 
 
 def _custom_leaf(tp: type, array_typecode: Optional[str]) -> Optional[T]:
-    if tp is array.array:
+    if tp is array.array or tp is _SubscriptableArray:  # a bare `array` evaluates to the stand-in
         return T("Array", name=array_typecode)
     mod = getattr(tp, "__module__", "")
     if tp.__name__ == "Tensor" and mod.startswith("torch"):
@@ -82,7 +81,7 @@ class _Extractor:
         origin, args = typing.get_origin(tp), typing.get_args(tp)
         if origin is typing.Annotated:
             return self.node(args[0], where)
-        if origin is array.array:  # array[int] (3.12+, or the 3.10/3.11 stand-in below)
+        if origin is array.array:  # array[int] on 3.12+ (earlier: _SubscriptableArray)
             return T("Array", name=self.array_typecode)
         if origin is typing.Union or (hasattr(types, "UnionType") and origin is types.UnionType):
             arms: list[T] = []
@@ -164,9 +163,10 @@ class _Extractor:
                 )
             )
         options = {o: True for o in _BOOL_OPTIONS if getattr(cfg, o, False)}
-        params = inspect.signature(cls).parameters.values()
         options["array_like"] = bool(cfg.array_like)
-        options["kw_only"] = all(p.kind is p.KEYWORD_ONLY for p in params)
+        # msgspec's __match_args__ lists the positional fields: none when all are keyword-only.
+        # (inspect.signature would evaluate the annotations again, array[int] included.)
+        options["kw_only"] = not cls.__match_args__
         base = next(
             (b.__name__ for b in cls.__mro__[1:] if isinstance(b, type) and issubclass(b, msgspec.Struct)
              and b is not msgspec.Struct),
@@ -231,7 +231,7 @@ class _SubscriptableArray:
     module writes under `from __future__ import annotations` still evaluate."""
 
     def __class_getitem__(cls, item: Any) -> Any:
-        return types.GenericAlias(array.array, item)
+        return array.array  # the item (int) says nothing of the typecode
 
 
 _ARRAY_MODULE = types.SimpleNamespace(array=_SubscriptableArray)
