@@ -24,7 +24,7 @@ MISTAKES = {
     ("golden", "check", "--manifest", "nosuch-1.0"): "no manifest 'nosuch-1.0'",
     ("golden", "update", "--manifest", "nosuch-1.0"): "no manifest 'nosuch-1.0'",
     ("coverage", "--manifest", "nosuch-1.0"): "no manifest 'nosuch-1.0'",
-    ("manifest", "extract", "path/to/io_struct.py"): "is a path",
+    ("manifest", "extract", "path/to/io_struct.py"): "path/to/io_struct.py: no such file or directory",
     ("manifest", "extract", "nosuch_package.io_struct"): "cannot import 'nosuch_package.io_struct'",
     ("smoke", "--impl", "nosuch"): "no implementation 'nosuch'",
     ("smoke", "--impl", "cmd:/nonexistent/testee"): "no program '/nonexistent/testee'",
