@@ -162,3 +162,24 @@ def test_golden_is_deterministic_across_hash_seeds():
 def test_cli_golden_check_passes_on_the_committed_vectors(capsys):
     assert main(["golden", "check"]) == 0
     assert "up to date" in capsys.readouterr().out
+
+
+def test_a_new_manifest_adds_only_the_vectors_it_changes_and_update_reviews_them(tmp_path):
+    """Format 2's promise: bundling sglang-0.5.23 next to 0.5.22 writes its two files and one pair
+    per changed or added case, nothing for the ~280 cases that stay the same; `update` reviews it
+    against 0.5.22 with the same diff `golden diff` prints."""
+    from conformance.schema.golden.diff import golden_diff, snapshot, update_review
+
+    update(["sglang-0.5.22"], root=tmp_path)
+    before = {p.name for p in (tmp_path / VECTORS).iterdir()}
+    taken = snapshot(["sglang-0.5.22", "sglang-0.5.23"], tmp_path)
+    assert taken["sglang-0.5.23"] is None
+    fixed = update(["sglang-0.5.23"], root=tmp_path)
+    added = {p.name for p in (tmp_path / VECTORS).iterdir()} - before
+    expected = golden_diff(load_manifest("sglang-0.5.22"), load_manifest("sglang-0.5.23"))
+    new_cases = len(expected.changed) + 3 * len(expected.added_messages)
+    assert 0 < len(added) <= 2 * new_cases < 60
+    assert {p.path for p in fixed} == {f"{VECTORS}/{n}" for n in added} | {"sglang-0.5.23/index.json",
+                                                                          "sglang-0.5.23/refusals.json"}
+    same, review = update_review(taken, tmp_path)
+    assert same.empty and review == expected
