@@ -188,14 +188,25 @@ def _schema_verify(args: argparse.Namespace) -> int:
 
 
 def _golden(args: argparse.Namespace) -> int:
+    from conformance.paths import golden_dir
     from conformance.schema.golden import check, update
+    from conformance.schema.golden.diff import render_text, snapshot, update_review
+    from conformance.schema.manifest import bundled_manifests
 
+    if args.golden_command == "diff":
+        return _golden_diff(args)
     ids = args.manifest or None
     if args.golden_command == "update":
+        before = snapshot(ids or bundled_manifests(), golden_dir())
         fixed = update(ids)
-        for problem in fixed:
-            print(f"fixed {problem}")
-        print(f"golden: {len(fixed)} file(s) written or deleted" if fixed else "golden: up to date")
+        for review in update_review(before, golden_dir()):
+            sys.stdout.write(render_text(review))
+        if not fixed:
+            print("golden: up to date")
+            return 0
+        kinds = {k: sum(p.kind == k for p in fixed) for k in ("missing", "changed", "unused")}
+        print(f"golden: {kinds['missing']} file(s) written, {kinds['changed']} rewritten, "
+              f"{kinds['unused']} deleted (review the diff)")
         return 0
     problems = check(ids)
     for problem in problems:
@@ -206,6 +217,15 @@ def _golden(args: argparse.Namespace) -> int:
         print(f"golden: {len(problems)} problem(s): run `ipc-conformance golden update` and review the diff",
               file=sys.stderr)
     return 1 if problems else 0
+
+
+def _golden_diff(args: argparse.Namespace) -> int:
+    from conformance.schema.golden.diff import golden_diff, render_text
+    from conformance.schema.manifest import load_manifest
+
+    old, new = load_manifest(args.old), load_manifest(args.new)  # UsageError: one line, exit 2
+    sys.stdout.write(render_text(golden_diff(old, new)))
+    return 0
 
 
 def _smoke(args: argparse.Namespace) -> int:
@@ -293,6 +313,11 @@ def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
         g = golden.add_parser(name, help=text)
         g.add_argument("--manifest", action="append", default=[], help="only this manifest id; repeatable")
         g.set_defaults(func=_golden)
+    gd = golden.add_parser("diff", help="what changes in the golden vectors from OLD to NEW: bytes and "
+                           "decoded values of each changed case, messages added and removed (NEW need not be bundled)")
+    gd.add_argument("old", help="manifest file or bundled id (sglang-0.5.22)")
+    gd.add_argument("new", help="manifest file or bundled id")
+    gd.set_defaults(func=_golden)
 
     sm = sub.add_parser("smoke", help="a quick check that an implementation (e.g. a cmd: testee) is wired up")
     sm.add_argument("--impl", default="reference", help='implementation, e.g. "cmd:python -m reference_impl.testee"')

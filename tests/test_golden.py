@@ -1,93 +1,63 @@
-"""Golden vectors: the live encoder against golden/ (syrupy, single-file extensions).
+"""Golden vectors: the live encoder against golden/ (format 2, spec/SPEC.md "Vector files").
 
 A run fails on any changed, missing or unused golden file. One command rewrites them,
-`ipc-conformance golden update` (tox -e golden-update), so a reviewer reads one kind of diff:
-`--snapshot-update` here refuses instead of writing. The file formats are in spec/SPEC.md
-("Vector files").
+`ipc-conformance golden update` (tox -e golden-update), so a reviewer reads one kind of diff,
+and `ipc-conformance golden diff OLD NEW` says what a new manifest changes in them.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from conformance.paths import golden_dir
 from conformance.schema.golden import INDEX, UPDATE_COMMAND, cases, manifest_digest, read_index
-from conformance.schema.golden.store import check, expected_files, index_text
+from conformance.schema.golden.store import MSGPACK_SUFFIX, VECTORS, VIEW_SUFFIX, check, index_text
 from conformance.schema.manifest import bundled_manifests, load_manifest
 
 MANIFESTS = bundled_manifests()
-pytestmark = pytest.mark.filterwarnings("ignore:(?s).*Can not relate snapshot:UserWarning")
 
 
-@pytest.fixture(autouse=True)
-def _one_writer(request):
-    if request.config.getoption("--snapshot-update", default=False):
-        pytest.fail(f"golden files are rewritten by one command only: `{UPDATE_COMMAND}`", pytrace=False)
-
-
-class _GoldenFile(SingleFileSnapshotExtension):
-    """golden/<manifest>/<Struct>.<variant>.<ext>: one file per case, named by the case."""
-
-    @classmethod
-    def dirname(cls, *, test_location) -> str:
-        return str(golden_dir() / test_location.item.callspec.params["manifest_id"])
-
-    @classmethod
-    def discovery_dirname(cls, *, test_location) -> str:
-        return str(golden_dir())
-
-    @classmethod
-    def get_snapshot_name(cls, *, test_location, index=0) -> str:
-        return str(index)
-
-    @classmethod
-    def matches_test_location(cls, *, test_location, snapshot_location: str) -> bool:
-        return Path(snapshot_location).parent == Path(cls.dirname(test_location=test_location))
-
-
-class GoldenBytes(_GoldenFile):
-    file_extension = "msgpack"
-    _write_mode = WriteMode.BINARY
-
-
-class GoldenView(_GoldenFile):
-    file_extension = "view.json"
-    _write_mode = WriteMode.TEXT
-
-
-def _assert_each(snapshot, extension, pairs) -> None:
-    """Assert every (name, data) against its file; report all mismatches, not just the first."""
-    failed = []
-    for name, data in pairs:
-        try:
-            assert snapshot(extension_class=extension, name=name) == data
-        except AssertionError:
-            failed.append(name)
-    assert not failed, (
-        f"{len(failed)} golden files differ from the live encoder: {', '.join(failed[:8])}"
-        f"{' ...' if len(failed) > 8 else ''}. If the change is intended, review it and run "
-        f"`{UPDATE_COMMAND}`"
+def _assert_files(manifest_id: str, suffix: str) -> None:
+    """Every file of the manifest ending in suffix is on disk with exactly the live encoder's
+    content; report all mismatches, not just the first."""
+    problems = [p for p in check([manifest_id], unused=False) if p.path.endswith(suffix)]
+    assert not problems, (
+        f"{len(problems)} golden files of {manifest_id} differ from the live encoder: "
+        f"{', '.join(str(p) for p in problems[:8])}{' ...' if len(problems) > 8 else ''}. If the change is "
+        f"intended, review it (`ipc-conformance golden diff`) and run `{UPDATE_COMMAND}`"
     )
 
 
-def _live(manifest_id: str, suffix: str) -> list[tuple[str, bytes]]:
-    """(case name, what the live encoder makes of it) for the manifest's files ending in suffix."""
-    files = expected_files(load_manifest(manifest_id))
-    return [(name[: -len(suffix)], data) for name, data in files.items() if name.endswith(suffix)]
+@pytest.mark.parametrize("manifest_id", MANIFESTS)
+def test_golden_bytes(manifest_id):
+    _assert_files(manifest_id, MSGPACK_SUFFIX)
 
 
 @pytest.mark.parametrize("manifest_id", MANIFESTS)
-def test_golden_bytes(manifest_id, snapshot):
-    _assert_each(snapshot, GoldenBytes, _live(manifest_id, ".msgpack"))
+def test_golden_views(manifest_id):
+    _assert_files(manifest_id, VIEW_SUFFIX)
 
 
-@pytest.mark.parametrize("manifest_id", MANIFESTS)
-def test_golden_views(manifest_id, snapshot):
-    _assert_each(snapshot, GoldenView, [(n, d.decode("utf-8")) for n, d in _live(manifest_id, ".view.json")])
+def test_vector_files_are_named_by_their_content():
+    """vectors/<Struct>.<variant>.<first 16 hex of the file's sha256><suffix>: what a third party
+    may rely on to verify a file without the index."""
+    import hashlib
+
+    files = sorted((golden_dir() / VECTORS).iterdir())
+    assert len(files) > 600
+    for path in files:
+        stem, digest = path.name.split(".")[:2], path.name.split(".")[2]
+        assert len(stem) == 2 and path.name.endswith((MSGPACK_SUFFIX, VIEW_SUFFIX)), path.name
+        assert hashlib.sha256(path.read_bytes()).hexdigest()[:16] == digest, path.name
+
+
+def test_manifests_share_the_vectors_they_have_in_common():
+    """The point of format 2: one file per distinct vector, whatever the number of manifests."""
+    named = [c["msgpack"] for m in MANIFESTS for c in read_index(m)["cases"]]
+    assert len(set(named)) < len(named) / 2
+    assert len(list((golden_dir() / VECTORS).glob("*" + MSGPACK_SUFFIX))) == len(set(named))
 
 
 @pytest.mark.parametrize("manifest_id", MANIFESTS)
@@ -107,7 +77,7 @@ def test_index_matches_manifest(manifest_id):
 
 def test_no_unused_golden_files():
     """Files and folders under golden/ that no manifest case accounts for fail the run (like
-    syrupy's unused snapshots); `ipc-conformance golden update` deletes them."""
+    snapshot tools' unused snapshots); `ipc-conformance golden update` deletes them."""
     unused = [p for p in check() if p.kind == "unused"]
     assert not unused, (f"unused golden files: {', '.join(p.path for p in unused[:8])}: "
                         f"delete them with `{UPDATE_COMMAND}`")
@@ -118,8 +88,8 @@ def test_every_struct_is_reached_by_a_vector():
     for manifest_id in MANIFESTS:
         manifest = load_manifest(manifest_id)
         seen: set[str] = set()
-        for _, text in _live(manifest_id, ".view.json"):
-            _collect_structs(json.loads(text)["value"], seen)
+        for case in cases(manifest):
+            _collect_structs(json.loads(case.view_text)["value"], seen)
         missing = sorted(n for n, s in manifest.structs.items() if s.role != "base" and n not in seen)
         assert not missing, f"{manifest_id}: no golden vector contains {missing}"
 

@@ -9,7 +9,15 @@ import re
 from pathlib import Path
 
 from conformance.schema.golden import view
-from conformance.schema.golden.store import INDEX, MSGPACK_SUFFIX, VIEW_SUFFIX, read_index
+from conformance.schema.golden.store import (
+    FORMAT,
+    INDEX,
+    MSGPACK_SUFFIX,
+    VECTORS,
+    VIEW_SUFFIX,
+    read_index,
+    vector_paths,
+)
 from conformance.testee import protocol
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,15 +74,19 @@ def test_golden_check_messages_cite_their_requirements():
 
 
 def test_vector_file_formats_are_the_documented_ones():
-    assert f"<Struct>.<variant>{MSGPACK_SUFFIX}" in SPEC and f"<Struct>.<variant>{VIEW_SUFFIX}" in SPEC
-    assert f"golden/<manifest id>/{INDEX}" in SPEC
+    assert f"golden/{VECTORS}/<Struct>.<variant>.<h16>{MSGPACK_SUFFIX}" in SPEC
+    assert f"golden/{VECTORS}/<Struct>.<variant>.<h16>{VIEW_SUFFIX}" in SPEC
+    assert f"golden/<manifest id>/{INDEX}" in SPEC and f"Golden format {FORMAT}." in SPEC
     documented = json.loads(re.search(r"`index.json` \(UTF-8 JSON\):\n\n```json\n(.*?)```", SPEC, re.S).group(1))
     actual = read_index("sglang-0.5.23")
+    assert documented["format"] == actual["format"] == FORMAT
     assert set(documented) == set(actual) and set(documented["cases"][0]) == set(actual["cases"][0])
-    assert documented["cases"][0]["size"] == actual["cases"][0]["size"]  # AbortReq.minimal, 16 bytes
-    view_doc = re.search(r"```json\n(\{\"manifest\": \"sglang-0.5.23\", \"struct\".*?)```", SPEC, re.S).group(1)
+    first = actual["cases"][0]  # AbortReq.minimal, 16 bytes, its msgpack path exactly as documented
+    assert documented["cases"][0]["size"] == first["size"] and documented["cases"][0]["msgpack"] == first["msgpack"]
+    assert f"`golden/{first['msgpack']}`" in SPEC  # Appendix A's worked bytes name the real file
+    view_doc = re.search(r"```json\n(\{\"struct\": \"AbortReq\".*?)```", SPEC, re.S).group(1)
     keys = re.findall(r"\"(\w+)\":", view_doc)
-    real = json.loads((ROOT / "golden" / "sglang-0.5.23" / "AbortReq.minimal.view.json").read_text())
+    real = json.loads((ROOT / "golden" / first["view"]).read_text())
     assert keys == list(real)
 
 
@@ -86,7 +98,8 @@ def test_every_json_view_marker_is_documented():
 def test_worked_bytes_match_the_vector():
     block = SPEC.split("## Appendix A.")[1].split("```")[1]
     hex_bytes = "".join(re.findall(r"^((?:[0-9a-f]{2} )*[0-9a-f]{2})\s", block, re.M)).replace(" ", "")
-    assert bytes.fromhex(hex_bytes) == (ROOT / "golden" / "sglang-0.5.23" / "AbortReq.minimal.msgpack").read_bytes()
+    path = vector_paths("sglang-0.5.23")[("AbortReq", "minimal")]
+    assert bytes.fromhex(hex_bytes) == path.read_bytes()
 
 
 def test_testee_doc_covers_the_protocol():

@@ -18,7 +18,7 @@ from conformance.cli import main
 from conformance.compare import differences
 from conformance.schema.golden import ViewError, cases, check, dumps, from_view, loads, to_view, update
 from conformance.schema.golden.catalogue import catalogue_for
-from conformance.schema.golden.store import INDEX, expected_files
+from conformance.schema.golden.store import INDEX, VECTORS, expected_files, read_index
 from conformance.schema.manifest import load_manifest
 
 MANIFEST = load_manifest("sglang-0.5.23")
@@ -89,9 +89,12 @@ def test_every_vector_decodes_to_its_view_and_back(tmp_path):
     for manifest_id in bundled_manifests():
         manifest = load_manifest(manifest_id)
         cat = catalogue_for(manifest)
+        listed = {(c["struct"], c["variant"]): c for c in read_index(manifest_id)["cases"]}
         for case in cases(manifest):
-            data = (golden_dir() / manifest_id / case.msgpack_file).read_bytes()
-            view = json.loads((golden_dir() / manifest_id / case.view_file).read_text())
+            entry = listed[(case.struct, case.variant)]  # a third party's way in: the index names the files
+            data = (golden_dir() / entry["msgpack"]).read_bytes()
+            view = json.loads((golden_dir() / entry["view"]).read_text())
+            assert len(data) == entry["size"] and view["msgpack_sha256"] == entry["sha256"]
             assert view["struct"] == case.struct and view["variant"] == case.variant
             from_text = from_view(view["value"], cat.classes)
             assert not differences(from_text, cat.decode(data)), f"{manifest_id} {case.name}"
@@ -110,18 +113,36 @@ def test_update_then_check_in_a_scratch_folder(tmp_path):
     ids = ["sglang-0.5.19"]
     fixed = update(ids, root=tmp_path)
     assert {p.kind for p in fixed} == {"missing"} and check(ids, root=tmp_path) == []
-    folder = tmp_path / "sglang-0.5.19"
-    assert sorted(p.name for p in folder.iterdir()) == sorted(expected_files(load_manifest(ids[0])))
-    index = json.loads((folder / INDEX).read_text())
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file()) == \
+        sorted(expected_files(load_manifest(ids[0])))
+    index = json.loads((tmp_path / "sglang-0.5.19" / INDEX).read_text())
     assert index["manifest"] == ids[0] and len(index["cases"]) == 3 * len(load_manifest(ids[0]).messages)
+    assert index["format"] == 2 and all(c["msgpack"].startswith(VECTORS + "/") for c in index["cases"])
 
-    (folder / "AbortReq.typical.msgpack").write_bytes(b"\x90")
-    (folder / "Stray.minimal.msgpack").write_bytes(b"")
+    typical = next(c["msgpack"] for c in index["cases"] if c["struct"] == "AbortReq" and c["variant"] == "typical")
+    (tmp_path / typical).write_bytes(b"\x90")
+    (tmp_path / "sglang-0.5.19" / "Stray.minimal.msgpack").write_bytes(b"")
     problems = {(p.kind, p.path) for p in check(ids, root=tmp_path)}
-    assert problems == {("changed", "sglang-0.5.19/AbortReq.typical.msgpack"),
-                        ("unused", "sglang-0.5.19/Stray.minimal.msgpack")}
+    assert problems == {("changed", typical), ("unused", "sglang-0.5.19/Stray.minimal.msgpack")}
     update(ids, root=tmp_path)
     assert check(ids, root=tmp_path) == []
+
+
+def test_vectors_no_manifest_names_are_unused_and_missing_ones_fail(tmp_path):
+    """The whole check (no ids) judges golden/vectors/: a file no bundled index names is unused,
+    one an index names and that is gone is missing; update puts both right."""
+    update(root=tmp_path)
+    assert check(root=tmp_path) == []
+    (tmp_path / VECTORS / "AbortReq.typical.0000000000000000.msgpack").write_bytes(b"\x90")
+    shared = read_index("sglang-0.5.19", tmp_path)["cases"][0]["view"]
+    assert all(shared in [c["view"] for c in read_index(m, tmp_path)["cases"]]
+               for m in ("sglang-0.5.20", "sglang-0.5.23"))  # one file, three manifests
+    (tmp_path / shared).unlink()
+    problems = {(p.kind, p.path) for p in check(root=tmp_path)}
+    assert problems == {("unused", f"{VECTORS}/AbortReq.typical.0000000000000000.msgpack"), ("missing", shared)}
+    assert {(p.kind, p.path) for p in check(["sglang-0.5.23"], root=tmp_path)} == {("missing", shared)}
+    update(root=tmp_path)
+    assert check(root=tmp_path) == []
 
 
 def test_folders_of_unknown_manifests_are_unused(tmp_path):
@@ -141,3 +162,24 @@ def test_golden_is_deterministic_across_hash_seeds():
 def test_cli_golden_check_passes_on_the_committed_vectors(capsys):
     assert main(["golden", "check"]) == 0
     assert "up to date" in capsys.readouterr().out
+
+
+def test_a_new_manifest_adds_only_the_vectors_it_changes_and_update_reviews_them(tmp_path):
+    """Format 2's promise: bundling sglang-0.5.23 next to 0.5.22 writes its two files and one pair
+    per changed or added case, nothing for the ~280 cases that stay the same; `update` reviews it
+    against 0.5.22 with the same diff `golden diff` prints."""
+    from conformance.schema.golden.diff import golden_diff, snapshot, update_review
+
+    update(["sglang-0.5.22"], root=tmp_path)
+    before = {p.name for p in (tmp_path / VECTORS).iterdir()}
+    taken = snapshot(["sglang-0.5.22", "sglang-0.5.23"], tmp_path)
+    assert taken["sglang-0.5.23"] is None
+    fixed = update(["sglang-0.5.23"], root=tmp_path)
+    added = {p.name for p in (tmp_path / VECTORS).iterdir()} - before
+    expected = golden_diff(load_manifest("sglang-0.5.22"), load_manifest("sglang-0.5.23"))
+    new_cases = len(expected.changed) + 3 * len(expected.added_messages)
+    assert 0 < len(added) <= 2 * new_cases < 60
+    assert {p.path for p in fixed} == {f"{VECTORS}/{n}" for n in added} | {"sglang-0.5.23/index.json",
+                                                                          "sglang-0.5.23/refusals.json"}
+    same, review = update_review(taken, tmp_path)
+    assert same.empty and review == expected

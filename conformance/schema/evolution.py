@@ -331,10 +331,10 @@ def _renamed_pickle(value: Any, writer: VersionSide, reader: ImplementationSide)
 
 @lru_cache(maxsize=None)
 def _golden_bytes(manifest_id: str, message: str, variant: str) -> Optional[bytes]:
-    from conformance.paths import golden_dir
+    from conformance.schema.golden.store import vector_paths
 
-    path = golden_dir() / manifest_id / f"{message}.{variant}.msgpack"
-    return path.read_bytes() if path.exists() else None
+    path = vector_paths(manifest_id).get((message, variant))
+    return path.read_bytes() if path is not None and path.exists() else None
 
 
 def _error(exc: BaseException) -> str:

@@ -1,4 +1,4 @@
-"""Golden vectors: the implementation decodes every vector of golden/<manifest>/ (SPEC R-VEC-1),
+"""Golden vectors: the implementation decodes every vector golden/<manifest>/index.json lists (SPEC R-VEC-1),
 encodes each canonical message in the vector's byte form (SPEC R-VEC-3: only integer and length
 header widths may differ) and, recommended, to exactly the vector's bytes (SPEC R-VEC-2).
 
@@ -14,11 +14,11 @@ from conformance.compare import differences
 from conformance.plugin import check
 from conformance.schema import wire_form
 from conformance.suite.failure import DECODE_RUNNER_BYTES, Failure, raise_failure
-from conformance.suite.vectors import golden_vector
+from conformance.suite.vectors import golden_vector, golden_vector_name
 
 
 def _vector(ipc, struct: str, variant: str) -> str:
-    return f"golden/{ipc.manifest.id}/{struct}.{variant}.msgpack"
+    return f"{golden_vector_name(ipc, struct, variant)} ({ipc.manifest.id} {struct}.{variant})"
 
 
 @check("Golden", per=("struct", "variant"), name="DecodesVector")

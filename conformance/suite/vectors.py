@@ -14,8 +14,7 @@ import pytest
 def golden_vectors(manifest_json: bytes, manifest_id: str) -> dict[tuple[str, str], Path]:
     """(struct, variant) -> vector file; empty when the manifest has none or they are stale
     (written for another version of the manifest)."""
-    from conformance.paths import golden_dir
-    from conformance.schema.golden import manifest_digest, read_index
+    from conformance.schema.golden import manifest_digest, read_index, vector_paths
     from conformance.schema.manifest.model import Manifest
 
     index = read_index(manifest_id)
@@ -23,8 +22,21 @@ def golden_vectors(manifest_json: bytes, manifest_id: str) -> dict[tuple[str, st
         return {}
     if index["manifest_sha256"] != manifest_digest(msgspec.json.decode(manifest_json, type=Manifest)):
         return {}
-    folder = golden_dir() / manifest_id
-    return {(c["struct"], c["variant"]): folder / c["msgpack"] for c in index["cases"]}
+    return vector_paths(manifest_id)
+
+
+def golden_vector_name(ipc: Any, struct: str, variant: str) -> str:
+    """The vector's file as a reader finds it (golden/vectors/<Struct>.<variant>.<h16>.msgpack),
+    for failure messages; the case's name when there is none."""
+    from conformance.paths import golden_dir
+
+    path = golden_vectors(ipc.manifest.to_json(), ipc.manifest.id).get((struct, variant))
+    if path is None:
+        return f"the golden vector of {ipc.manifest.id} {struct}.{variant}"
+    try:
+        return "golden/" + path.relative_to(golden_dir()).as_posix()
+    except ValueError:
+        return str(path)
 
 
 def golden_vector(ipc: Any, struct: str, variant: str) -> bytes:

@@ -22,8 +22,7 @@ def _pick_structs(manifest: Any) -> list[str]:
 
 def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], None] = print) -> int:
     from conformance.adapters import check_spec, load_adapter
-    from conformance.paths import golden_dir
-    from conformance.schema.golden.store import read_index
+    from conformance.schema.golden.store import vector_paths
     from conformance.schema.manifest import load_manifest
     from conformance.schema.values import ValueBuilder
 
@@ -66,9 +65,7 @@ def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], Non
             f"transports {', '.join(adapter.transports)}"
             + (f", ops {', '.join(sorted(adapter.ops))}" if hasattr(adapter, "ops") else ""))
         classes = adapter.classes()
-        index = read_index(manifest.id)
-        vectors = {(c["struct"], c["variant"]): golden_dir() / manifest.id / c["msgpack"]
-                   for c in (index or {}).get("cases", [])}
+        vectors = vector_paths(manifest.id)
 
         def instance(struct: str, variant: str) -> Any:
             return ValueBuilder(manifest, classes, variant).instance(struct)

@@ -85,14 +85,15 @@ def in_tensor_field_raw(raw: bytes) -> bytes:
 
 
 @lru_cache(maxsize=None)
-def golden_dir() -> Path:
-    from conformance.paths import golden_dir as _golden
+def golden_vectors() -> dict[str, Path]:
+    """"<Struct>.<variant>" -> the .msgpack file of the reference manifest's vector (golden/vectors/)."""
+    from conformance.schema.golden.store import vector_paths
 
-    return _golden() / "sglang-0.5.23"
+    return {f"{s}.{v}": path for (s, v), path in vector_paths("sglang-0.5.23").items()}
 
 
 def golden(name: str) -> bytes:
-    return (golden_dir() / f"{name}.msgpack").read_bytes()
+    return golden_vectors()[name].read_bytes()
 
 
 @lru_cache(maxsize=None)
@@ -278,7 +279,7 @@ def _evil_pickle() -> bytes:
 
 def golden_seeds(max_len: int = 1 << 16) -> Iterator[tuple[str, bytes]]:
     """Every golden vector of the reference manifest up to max_len bytes."""
-    for path in sorted(golden_dir().glob("*.msgpack")):
+    for name, path in sorted(golden_vectors().items()):
         data = path.read_bytes()
         if len(data) <= max_len:
-            yield path.stem, data
+            yield name, data

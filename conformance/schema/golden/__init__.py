@@ -2,6 +2,7 @@
 
     ipc-conformance golden update [--manifest ID]   rewrite golden/ (CI never does)
     ipc-conformance golden check  [--manifest ID]   exit 1 when golden/ is stale
+    ipc-conformance golden diff OLD NEW             what changes in the vectors, for a reviewer
 
 The layout and both file formats are specified in spec/SPEC.md ("Vector files").
 """
@@ -17,10 +18,11 @@ from conformance.schema.golden.store import (
     manifest_digest,
     read_index,
     update,
+    vector_paths,
 )
 from conformance.schema.golden.view import ViewError, dumps, from_view, loads, to_view
 
 __all__ = [
     "INDEX", "UPDATE_COMMAND", "Case", "Problem", "ViewError", "cases", "check", "dumps", "expected_files",
-    "from_view", "loads", "manifest_digest", "read_index", "to_view", "update",
+    "from_view", "loads", "manifest_digest", "read_index", "to_view", "update", "vector_paths",
 ]

@@ -1,14 +1,17 @@
-"""Golden vectors on disk: golden/<manifest id>/ (layout in spec/SPEC.md, "Vector files").
+"""Golden vectors on disk, format 2 (layout in spec/SPEC.md, "Vector files").
 
-    golden/<manifest id>/index.json                 the cases, their files, sizes and sha256
-    golden/<manifest id>/<Struct>.<variant>.msgpack the exact msgpack bytes of the message
-    golden/<manifest id>/<Struct>.<variant>.view.json  its JSON view (conformance.schema.golden.view)
-    golden/<manifest id>/refusals.json              inputs every implementation must refuse
-                                                    (conformance.schema.golden.refusals)
+    golden/vectors/<Struct>.<variant>.<h16>.msgpack     exact msgpack bytes of one message
+    golden/vectors/<Struct>.<variant>.<h16>.view.json   a JSON view (conformance.schema.golden.view)
+    golden/<manifest id>/index.json                      the manifest's cases -> their two files
+    golden/<manifest id>/refusals.json                   inputs every implementation must refuse
+                                                         (conformance.schema.golden.refusals)
 
-Every bundled manifest has a folder; one case per message of the manifest and variant
-(minimal, typical, edge of conformance.schema.values). index.json records a hash of the
-manifest, so a manifest that changed without its vectors is caught.
+<h16> is the first 16 hex digits of the SHA-256 of the file's own bytes, so a vector that two
+manifests share is one pair of files: a new manifest adds the vectors its changes touch and its
+two per-manifest files, not a copy of every vector. A view names no manifest for the same reason.
+One case per message of the manifest and variant (minimal, typical, edge of
+conformance.schema.values). index.json records a hash of the manifest, so a manifest that changed
+without its vectors is caught.
 """
 
 from __future__ import annotations
@@ -31,12 +34,14 @@ from conformance.schema.manifest import Manifest, bundled_manifests, load_manife
 from conformance.schema.values import VARIANTS, ValueBuilder
 
 __all__ = [
-    "INDEX", "FORMAT", "Case", "Problem", "UPDATE_COMMAND", "cases", "check", "expected_files",
-    "manifest_digest", "read_index", "update",
+    "INDEX", "FORMAT", "VECTORS", "Case", "Problem", "UPDATE_COMMAND", "cases", "check", "expected_files",
+    "manifest_digest", "read_index", "update", "vector_paths",
 ]
 
-FORMAT = 1
+FORMAT = 2
 INDEX = "index.json"
+VECTORS = "vectors"  # the folder, under golden/, of every manifest's vector files
+HASH_DIGITS = 16  # of a file's SHA-256 in its name: 64 bits, and check compares whole contents
 MSGPACK_SUFFIX = ".msgpack"
 VIEW_SUFFIX = ".view.json"
 UPDATE_COMMAND = "ipc-conformance golden update"
@@ -46,6 +51,15 @@ def manifest_digest(manifest: Manifest) -> str:
     """sha256 of the manifest's wire content (everything but `extracted_with`)."""
     canonical = msgspec.json.encode(msgspec.structs.replace(manifest, extracted_with={}))
     return hashlib.sha256(canonical).hexdigest()
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def vector_file(stem: str, data: bytes, suffix: str) -> str:
+    """The path, relative to golden/, of a vector file: named by its case and its content."""
+    return f"{VECTORS}/{stem}.{_sha256(data)[:HASH_DIGITS]}{suffix}"
 
 
 @dataclass(frozen=True)
@@ -60,11 +74,13 @@ class Case:
 
     @property
     def msgpack_file(self) -> str:
-        return self.name + MSGPACK_SUFFIX
+        """Relative to golden/: vectors/<Struct>.<variant>.<h16>.msgpack."""
+        return vector_file(self.name, self.msgpack, MSGPACK_SUFFIX)
 
     @property
     def view_file(self) -> str:
-        return self.name + VIEW_SUFFIX
+        """Relative to golden/: vectors/<Struct>.<variant>.<h16>.view.json."""
+        return vector_file(self.name, self.view_text.encode("utf-8"), VIEW_SUFFIX)
 
     def value(self) -> object:
         """A fresh canonical instance, built with the manifest's classes."""
@@ -76,19 +92,28 @@ class Case:
         return catalogue_for(self.manifest).encode(self.value())
 
     @cached_property
+    def view(self) -> object:
+        """The JSON view of the value (plain JSON data)."""
+        return jview.to_view(self.value())
+
+    @cached_property
     def view_text(self) -> str:
+        # No manifest id: the same message with the same bytes is one file for every manifest.
         return jview.dumps({
-            "manifest": self.manifest.id,
             "struct": self.struct,
             "variant": self.variant,
-            "msgpack_sha256": hashlib.sha256(self.msgpack).hexdigest(),
-            "value": jview.to_view(self.value()),
+            "msgpack_sha256": _sha256(self.msgpack),
+            "value": self.view,
         })
 
 
 def cases(manifest: Manifest, structs: Optional[Iterable[str]] = None) -> list[Case]:
     names = list(structs) if structs is not None else [s.name for s in manifest.messages]
     return [Case(manifest, s, v) for s in names for v in VARIANTS]
+
+
+def index_file(manifest_id: str) -> str:
+    return f"{manifest_id}/{INDEX}"
 
 
 def index_text(manifest: Manifest, all_cases: Sequence[Case]) -> str:
@@ -100,7 +125,7 @@ def index_text(manifest: Manifest, all_cases: Sequence[Case]) -> str:
         "variants": list(VARIANTS),
         "cases": [
             {"struct": c.struct, "variant": c.variant, "msgpack": c.msgpack_file, "view": c.view_file,
-             "size": len(c.msgpack), "sha256": hashlib.sha256(c.msgpack).hexdigest()}
+             "size": len(c.msgpack), "sha256": _sha256(c.msgpack)}
             for c in all_cases
         ],
     }
@@ -108,7 +133,8 @@ def index_text(manifest: Manifest, all_cases: Sequence[Case]) -> str:
 
 
 def expected_files(manifest: Manifest) -> dict[str, bytes]:
-    """{file name: exact content} of the manifest's golden folder."""
+    """{path relative to golden/: exact content} of every file the manifest needs there: its
+    vector files (some shared with other manifests), its index and its refusals."""
     return dict(_expected_files(manifest.id, manifest.to_json()))
 
 
@@ -120,24 +146,32 @@ def _expected_files(manifest_id: str, manifest_json: bytes) -> dict[str, bytes]:
     for c in all_cases:
         out[c.msgpack_file] = c.msgpack
         out[c.view_file] = c.view_text.encode("utf-8")
-    out[INDEX] = index_text(manifest, all_cases).encode("utf-8")
+    out[index_file(manifest.id)] = index_text(manifest, all_cases).encode("utf-8")
     typical = {c.struct: c.msgpack for c in all_cases if c.variant == "typical"}
-    out[refusals.FILE] = refusals.corpus_text(manifest, typical.__getitem__, manifest_digest(manifest),
-                                              UPDATE_COMMAND).encode("utf-8")
+    out[f"{manifest.id}/{refusals.FILE}"] = refusals.corpus_text(
+        manifest, typical.__getitem__, manifest_digest(manifest), UPDATE_COMMAND).encode("utf-8")
     return out
 
 
 def read_index(manifest_id: str, root: Optional[Path] = None) -> Optional[dict]:
-    path = (root or golden_dir()) / manifest_id / INDEX
+    path = (root or golden_dir()) / index_file(manifest_id)
     return json.loads(path.read_text()) if path.exists() else None
+
+
+def vector_paths(manifest_id: str, root: Optional[Path] = None) -> dict[tuple[str, str], Path]:
+    """(struct, variant) -> the .msgpack file of each case the manifest's index lists (empty
+    when it has none). The one place readers turn an index entry into a path."""
+    root = root or golden_dir()
+    index = read_index(manifest_id, root)
+    return {(c["struct"], c["variant"]): root / c["msgpack"] for c in (index or {}).get("cases", [])}
 
 
 @dataclass(frozen=True)
 class Problem:
-    """One way the golden folder differs from what the manifests imply."""
+    """One way golden/ differs from what the manifests imply."""
 
     kind: str  # missing | changed | unused | stale-manifest
-    path: str
+    path: str  # relative to golden/; a folder ends with /
     detail: str = ""
 
     def __str__(self) -> str:
@@ -148,35 +182,47 @@ def _manifests(ids: Optional[Iterable[str]]) -> list[Manifest]:
     return [load_manifest(i) for i in (ids if ids is not None else bundled_manifests())]
 
 
+def _files(folder: Path) -> set[str]:
+    return ({p.name for p in folder.iterdir() if p.is_file() and not p.name.startswith(".")}
+            if folder.is_dir() else set())
+
+
 def check(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = None,
           unused: bool = True) -> list[Problem]:
     """Every difference between golden/ and the vectors the manifests imply (empty: up to date).
-    Without explicit ids, folders of manifests that are no longer bundled count as unused."""
+    Without explicit ids, the check is whole: folders of manifests that are no longer bundled and
+    vector files that no bundled manifest's index names count as unused (with ids, only the
+    manifests' own folders are judged: other manifests may share the vectors)."""
     root = root or golden_dir()
     problems: list[Problem] = []
     manifests = _manifests(manifest_ids)
+    wanted_vectors: set[str] = set()
     for manifest in manifests:
-        folder = root / manifest.id
         index = read_index(manifest.id, root)
         if index is not None and index.get("manifest_sha256") != manifest_digest(manifest):
-            problems.append(Problem("stale-manifest", f"{manifest.id}/{INDEX}",
+            problems.append(Problem("stale-manifest", index_file(manifest.id),
                                     "the manifest changed after its vectors were generated"))
         want = expected_files(manifest)
-        have = ({p.name for p in folder.glob("*") if p.is_file() and not p.name.startswith(".")}
-                if folder.is_dir() else set())
-        for name, content in want.items():
-            path = folder / name
-            if name not in have:
-                problems.append(Problem("missing", f"{manifest.id}/{name}"))
-            elif path.read_bytes() != content:
-                problems.append(Problem("changed", f"{manifest.id}/{name}", _what_changed(path.read_bytes(), content)))
+        for path, content in want.items():
+            if path.startswith(VECTORS + "/"):
+                if path in wanted_vectors:
+                    continue
+                wanted_vectors.add(path)
+            on_disk = root / path
+            if not on_disk.is_file():
+                problems.append(Problem("missing", path))
+            elif on_disk.read_bytes() != content:
+                problems.append(Problem("changed", path, _what_changed(on_disk.read_bytes(), content)))
         if unused:
-            problems += [Problem("unused", f"{manifest.id}/{n}") for n in sorted(have - set(want))]
+            own = {p.split("/", 1)[1] for p in want if p.startswith(manifest.id + "/")}
+            problems += [Problem("unused", f"{manifest.id}/{n}") for n in sorted(_files(root / manifest.id) - own)]
     if unused and manifest_ids is None and root.is_dir():
         known = {m.id for m in manifests}
         for child in sorted(root.iterdir()):
-            if child.is_dir() and child.name not in known:
+            if child.is_dir() and child.name not in known and child.name != VECTORS and not child.name.startswith("."):
                 problems.append(Problem("unused", f"{child.name}/", "no bundled manifest has this id"))
+        problems += [Problem("unused", f"{VECTORS}/{n}", "no bundled manifest's index names it")
+                     for n in sorted(_files(root / VECTORS)) if f"{VECTORS}/{n}" not in wanted_vectors]
     return problems
 
 
@@ -189,9 +235,11 @@ def _what_changed(old: bytes, new: bytes) -> str:
 
 def update(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = None) -> list[Problem]:
     """Rewrite golden/ to match the manifests (write missing/changed files, delete unused ones).
-    Returns what was fixed."""
+    Returns what was fixed. With explicit ids no vector file is deleted: a whole update (no ids)
+    removes those no manifest names any more."""
     root = root or golden_dir()
-    fixed = check(manifest_ids, root)
+    ids = list(manifest_ids) if manifest_ids is not None else None
+    fixed = check(ids, root)
     for problem in fixed:
         path = root / problem.path
         if problem.kind == "unused":
@@ -199,14 +247,10 @@ def update(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = 
                 shutil.rmtree(path)
             elif path.exists():
                 path.unlink()
-    for manifest in _manifests(manifest_ids):
-        folder = root / manifest.id
-        touched = {p.path.split("/", 1)[1] for p in fixed if p.path.startswith(manifest.id + "/")
-                   and p.kind in ("missing", "changed")}
-        if not touched:
-            continue
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, content in expected_files(manifest).items():
-            if name in touched:
-                (folder / name).write_bytes(content)
+    touched = {p.path for p in fixed if p.kind in ("missing", "changed")}
+    for manifest in _manifests(ids):
+        for path, content in expected_files(manifest).items():
+            if path in touched:
+                (root / path).parent.mkdir(parents=True, exist_ok=True)
+                (root / path).write_bytes(content)
     return fixed
