@@ -191,13 +191,13 @@ def _golden(args: argparse.Namespace) -> int:
     from conformance.paths import golden_dir
     from conformance.schema.golden import check, update
     from conformance.schema.golden.diff import render_text, snapshot, update_review
-    from conformance.schema.manifest import bundled_manifests
+    from conformance.schema.manifest import wire_manifests
 
     if args.golden_command == "diff":
         return _golden_diff(args)
     ids = args.manifest or None
     if args.golden_command == "update":
-        before = snapshot(ids or bundled_manifests(), golden_dir())
+        before = snapshot(ids or wire_manifests(), golden_dir())
         fixed = update(ids)
         for review in update_review(before, golden_dir()):
             sys.stdout.write(render_text(review))
@@ -247,10 +247,10 @@ def _coverage(args: argparse.Namespace) -> int:
     from conformance.every_arm import deterministic_sends
     from conformance.every_edge import edge_sends
     from conformance.schema.golden.catalogue import catalogue_for
-    from conformance.schema.manifest import bundled_manifests, load_manifest
+    from conformance.schema.manifest import load_manifest, wire_manifests
 
     complete = True
-    for manifest_id in args.manifest or bundled_manifests():
+    for manifest_id in args.manifest or wire_manifests():
         manifest = load_manifest(manifest_id)
         classes = catalogue_for(manifest).classes
         result = measure(manifest, deterministic_sends(manifest, classes, every_arm=not args.canonical_only))

@@ -13,7 +13,7 @@ import pytest
 
 from conformance.cli import main
 from conformance.schema.codegen import generate
-from conformance.schema.manifest import Manifest, bundled_manifests, load_manifest
+from conformance.schema.manifest import Default, Manifest, bundled_manifests, load_manifest, wire_manifests
 from conformance.schema.manifest.extract import extract
 from conformance.schema.manifest.source import SourceError, extract_source
 
@@ -30,7 +30,7 @@ def _comparable(manifest: Manifest, *, modules: bool = True) -> dict:
     return data
 
 
-@pytest.mark.parametrize("manifest_id", BUNDLED)
+@pytest.mark.parametrize("manifest_id", wire_manifests())  # codegen writes msgspec structs
 def test_codegen_source_extracts_back_to_its_manifest(manifest_id, tmp_path):
     """codegen writes one module for a catalogue that upstream spreads over several files, and
     names its union CUSTOM_MESSAGE_TYPES: the structs' modules are the only difference."""
@@ -114,6 +114,8 @@ FORK = {
             modality: Modality = Modality.IMAGE
             extra: Dict[str, int] = {}
             ids: TokenIds = msgspec.field(name="i", default_factory=list)
+            include: List[str] = msgspec.field(default_factory=lambda: ["all"])  # a literal: a value
+            nonce: str = msgspec.field(default_factory=lambda: str(object()))  # made at construction
 
         class AbortReq(BaseReq, kw_only=True):
             abort_all: bool = False
@@ -129,7 +131,8 @@ def test_tree_with_cuda_only_imports_extracts(tmp_path):
     assert (manifest.id, manifest.module) == ("fork-1.2.3", "fork.io_struct")
     assert manifest.union == ["AbortReq", "GenerateReq", "int", "float", "bool", "bytes"]
     gen = manifest.structs["GenerateReq"]
-    assert [f.name for f in gen.fields] == ["rid", "input_ids", "params", "modality", "extra", "ids"]
+    assert [f.name for f in gen.fields] == ["rid", "input_ids", "params", "modality", "extra", "ids", "include",
+                                            "nonce"]
     assert gen.field("input_ids").type == "Array[q]"
     assert gen.field("params").default.factory == "SamplingParams"
     assert gen.field("modality").default.value == "IMAGE" and manifest.enums["Modality"].base == "IntEnum"
@@ -159,6 +162,8 @@ def test_array_int_under_future_annotations_extracts_by_import_and_from_source(t
     by_import = extract("fork.io_struct", version="1.2.3")
     from_source = extract_source(root / "fork" / "io_struct.py")
     assert by_import.structs["GenerateReq"].field("input_ids").type == "Array[q]"
+    assert by_import.structs["GenerateReq"].field("include").default == Default("value", value=["all"])
+    assert by_import.structs["GenerateReq"].field("nonce").default == Default("factory", factory="opaque")
     assert _comparable(from_source) == _comparable(by_import)
 
 

@@ -77,6 +77,8 @@ def _default_source(spec: StructSpec, field) -> str | None:
             if t.kind in ("Tuple", "VarTuple") or (t.kind == "Union" and t.args[0].kind in ("Tuple", "VarTuple")):
                 return repr(tuple(d.value))
             return f"msgspec.field(default_factory=lambda: {d.value!r})"
+        if isinstance(d.value, dict):
+            return f"msgspec.field(default_factory=lambda: {d.value!r})"
         return repr(d.value)
     if d.factory == "opaque":
         if t.kind != "str":

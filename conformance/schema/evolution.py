@@ -496,13 +496,12 @@ def bundled_pairs(*, transitive: bool = True) -> list[tuple[str, str]]:
     from itertools import combinations
 
     from conformance.schema.diff import _version_key
-    from conformance.schema.manifest import bundled_manifests, load_manifest
+    from conformance.schema.manifest import load_manifest, wire_manifests
 
     by_impl: dict[str, list[Manifest]] = {}
-    for mid in bundled_manifests():
+    for mid in wire_manifests():
         m = load_manifest(mid)
-        if not any(s.options.get("dataclass") for s in m.structs.values()):
-            by_impl.setdefault(m.implementation, []).append(m)
+        by_impl.setdefault(m.implementation, []).append(m)
     pairs: list[tuple[str, str]] = []
     for releases in by_impl.values():
         ids = [m.id for m in sorted(releases, key=lambda m: _version_key(m.version))]

@@ -31,7 +31,7 @@ _PYTHON = "python:"
 
 
 def is_dataclass_catalogue(manifest: Manifest) -> bool:
-    return any(s.options.get("dataclass") for s in manifest.structs.values())
+    return manifest.is_dataclass_catalogue
 
 
 @dataclass

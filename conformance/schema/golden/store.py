@@ -26,11 +26,12 @@ from typing import Iterable, Optional, Sequence
 
 import msgspec
 
+from conformance.errors import UsageError
 from conformance.paths import golden_dir
 from conformance.schema.golden import refusals
 from conformance.schema.golden import view as jview
 from conformance.schema.golden.catalogue import catalogue_for
-from conformance.schema.manifest import Manifest, bundled_manifests, load_manifest
+from conformance.schema.manifest import Manifest, load_manifest, wire_manifests
 from conformance.schema.values import VARIANTS, ValueBuilder
 
 __all__ = [
@@ -179,7 +180,12 @@ class Problem:
 
 
 def _manifests(ids: Optional[Iterable[str]]) -> list[Manifest]:
-    return [load_manifest(i) for i in (ids if ids is not None else bundled_manifests())]
+    manifests = [load_manifest(i) for i in (ids if ids is not None else wire_manifests())]
+    for m in manifests:
+        if m.is_dataclass_catalogue:
+            raise UsageError(f"{m.id} is a dataclass catalogue (pickle only): golden vectors are msgpack, "
+                             f"it has none; `ipc-conformance schema diff {m.id} <release>` is its migration report")
+    return manifests
 
 
 def _files(folder: Path) -> set[str]:

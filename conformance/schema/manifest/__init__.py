@@ -9,10 +9,11 @@ from conformance.schema.manifest.model import (
     bundled_manifests,
     load_manifest,
     save_manifest,
+    wire_manifests,
 )
 from conformance.schema.manifest.typeexpr import T, TypeExprError, canonical, parse, render
 
 __all__ = [
     "Default", "EnumSpec", "Field", "Manifest", "StructSpec", "T", "TypeExprError", "canonical",
-    "bundled_manifests", "load_manifest", "parse", "render", "save_manifest",
+    "bundled_manifests", "load_manifest", "parse", "render", "save_manifest", "wire_manifests",
 ]

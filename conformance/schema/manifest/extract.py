@@ -218,12 +218,22 @@ class _Extractor:
             return Default("required")
         if factory in _FACTORIES:
             return Default("factory", factory=_FACTORIES[factory])
+        if _literal_lambda(factory):
+            # `lambda: ["all"]`: a fresh copy of a literal each time, i.e. a value default.
+            return Default("value", value=msgspec.json.decode(msgspec.json.encode(factory())))
         if isinstance(factory, type) and (issubclass(factory, msgspec.Struct) or dataclasses.is_dataclass(factory)):
             self.add_struct(factory)
             return Default("factory", factory=factory.__name__)
         # Any other callable (e.g. a fresh uuid per instance): the value is made by the
         # implementation at construction time and is never implied by the wire.
         return Default("factory", factory="opaque")
+
+
+def _literal_lambda(factory: Any) -> bool:
+    """A lambda with no arguments that looks up no name: its body can only build a literal."""
+    code = getattr(factory, "__code__", None)
+    return (getattr(factory, "__name__", "") == "<lambda>" and code is not None and not code.co_argcount
+            and not code.co_kwonlyargcount and not code.co_names and not code.co_freevars)
 
 
 class _SubscriptableArray:
@@ -385,6 +395,11 @@ def extract_with_classes(
     for cls in registered:
         if cls not in union:
             union.append(cls)
+    if dataclass_catalogue:
+        # The HTTP-side request (GenerateReqInput) is tokenized before it crosses a process
+        # (TokenizedGenerateReqInput): no IPC message, as 0.5.15+ leave it out of _all_types.
+        names = {c.__name__ for c in union}
+        union = [c for c in union if "Tokenized" + c.__name__ not in names]
     union = [c for c in union if c.__name__ not in exclude]
     for cls in union:
         ex.add_struct(cls)

@@ -92,6 +92,11 @@ class Manifest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, d
         return f"{self.implementation}-{self.version}"
 
     @property
+    def is_dataclass_catalogue(self) -> bool:
+        """Dataclasses sent with pickle (SGLang before its msgspec migration): no msgpack wire."""
+        return any(s.options.get("dataclass") for s in self.structs.values())
+
+    @property
     def messages(self) -> List[StructSpec]:
         return [s for s in self.structs.values() if s.role == "message"]
 
@@ -122,6 +127,13 @@ def bundled_manifests() -> List[str]:
     from conformance.paths import manifests_dir
 
     return sorted(p.stem for p in manifests_dir().glob("*.json"))
+
+
+def wire_manifests() -> List[str]:
+    """The bundled catalogues with a msgpack wire: everything golden vectors, refusal corpora
+    and byte-level checks are made for. A dataclass catalogue (pickle only) is bundled for the
+    migration report and schema diff, and has none of them."""
+    return [m for m in bundled_manifests() if not load_manifest(m).is_dataclass_catalogue]
 
 
 def save_manifest(manifest: Manifest, path: Union[str, Path]) -> None:

@@ -93,6 +93,9 @@ class _Catalogue:
         for cls in registered:
             if cls not in union:
                 union.append(cls)
+        if dataclass_catalogue:  # the HTTP-side requests: see extract.py
+            names = {c.name for c in union}
+            union = [c for c in union if "Tokenized" + c.name not in names]
         union = [c for c in union if c.name not in exclude]
         for cls in union:
             reader.add_struct(cls)

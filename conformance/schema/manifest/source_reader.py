@@ -283,6 +283,9 @@ class ClassReader:
         factory = kwargs.get("default_factory")
         if factory is None:
             return Default("required"), encode_name
+        if _literal_lambda(factory):
+            # `lambda: ["all"]`: a fresh copy of a literal each time, i.e. a value default.
+            return Default("value", value=self.constant(module, factory.body, where)), encode_name  # type: ignore[attr-defined]
         sym = self._try_resolve(module, factory) if isinstance(factory, (ast.Name, ast.Attribute)) else None
         if isinstance(sym, External) and sym.qualname.startswith("builtins.") and sym.qualname[9:] in _FACTORIES:
             return Default("factory", factory=sym.qualname[9:]), encode_name
@@ -482,3 +485,11 @@ def _args(ann: ast.Subscript) -> List[ast.expr]:
 def _callee_name(expr: ast.expr) -> str:
     target = expr.func if isinstance(expr, ast.Call) else expr
     return target.attr if isinstance(target, ast.Attribute) else getattr(target, "id", "")
+
+
+def _literal_lambda(expr: ast.expr) -> bool:
+    """`lambda: <literal>`: no arguments, and a body of constants and containers only."""
+    if not isinstance(expr, ast.Lambda) or expr.args.args or expr.args.kwonlyargs or expr.args.vararg:
+        return False
+    allowed = (ast.Constant, ast.List, ast.Tuple, ast.Set, ast.Dict, ast.UnaryOp, ast.USub, ast.UAdd, ast.Load)
+    return all(isinstance(node, allowed) for node in ast.walk(expr.body))
