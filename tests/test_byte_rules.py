@@ -19,21 +19,29 @@ import pytest
 
 from conformance.schema import wire_form
 from conformance.schema.golden import vector_paths
-from conformance.schema.manifest import bundled_manifests, load_manifest
+from conformance.schema.manifest import load_manifest, wire_manifests
 
 
 def _vectors() -> list[Path]:
     """Every vector file of every bundled manifest, once (manifests share the unchanged ones)."""
-    return sorted({p for m in bundled_manifests() for p in vector_paths(m).values()})
+    return sorted({p for m in wire_manifests() for p in vector_paths(m).values()})
 
 
 def test_write_reproduces_every_golden_vector():
-    # the vectors use the shortest headers, so parse + write is the identity on them
+    # The vectors use the shortest headers, so parse + write is the identity on them, except the
+    # map header of an omit_defaults struct (0.5.15-0.5.18's SamplingParams): msgspec writes it
+    # as map16 before it knows how many fields it leaves out. Header widths are free (R-MSG-*).
     paths = _vectors()
     assert len(paths) > 300
+    wide = 0
     for path in paths:
         data = path.read_bytes()
-        assert wire_form.write(wire_form.parse(data)) == data, path.name
+        written = wire_form.write(wire_form.parse(data))
+        if written != data:
+            wide += 1
+            assert len(written) < len(data) and not wire_form.form_differences(
+                wire_form.parse(written), wire_form.parse(data)), path.name
+    assert wide < len(paths) // 4
 
 
 def test_header_widths_are_the_only_freedom():

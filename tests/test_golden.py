@@ -14,9 +14,9 @@ import pytest
 from conformance.paths import golden_dir
 from conformance.schema.golden import INDEX, UPDATE_COMMAND, cases, manifest_digest, read_index
 from conformance.schema.golden.store import MSGPACK_SUFFIX, VECTORS, VIEW_SUFFIX, check, index_text
-from conformance.schema.manifest import bundled_manifests, load_manifest
+from conformance.schema.manifest import load_manifest, wire_manifests
 
-MANIFESTS = bundled_manifests()
+MANIFESTS = wire_manifests()
 
 
 def _assert_files(manifest_id: str, suffix: str) -> None:

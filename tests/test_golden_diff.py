@@ -89,7 +89,7 @@ def test_the_text_shows_only_what_changed(planted):
     result, _ = planted
     text = render_text(result)
     lines = text.splitlines()
-    assert lines[-1] == result.summary() == (
+    assert lines[0] == result.summary() == (
         f"golden diff {BASE} -> sglang-0.5.99: 5 changed, 1 added message, 1 removed message, "
         f"{result.unchanged} unchanged")
     assert "+ DetachEverythingReqInput: new message (3 cases)" in lines
@@ -132,7 +132,7 @@ def test_cli_diffs_a_manifest_file_that_is_not_bundled(tmp_path, capsys):
         {"name": "note", "type": "Optional[str]", "default": {"kind": "value"}}))
     assert main(["golden", "diff", BASE, str(path)]) == 0
     out = capsys.readouterr().out
-    assert out.splitlines()[-1].startswith(f"golden diff {BASE} -> sglang-0.5.99: 3 changed, ")
+    assert out.splitlines()[0].startswith(f"golden diff {BASE} -> sglang-0.5.99: 3 changed, ")
     assert out.count("~ AbortReq.") == 3
 
 

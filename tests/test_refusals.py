@@ -24,7 +24,7 @@ from conformance.schema.golden import refusals
 from conformance.schema.golden.catalogue import catalogue_for
 from conformance.schema.golden.store import vector_paths
 from conformance.schema.golden.view import from_view
-from conformance.schema.manifest import bundled_manifests, load_manifest
+from conformance.schema.manifest import load_manifest, wire_manifests
 from reference_impl import codec, io_struct
 from reference_impl.errors import WireError
 from reference_tools.adapter import ReferenceAdapter
@@ -38,7 +38,7 @@ def _corpus(manifest_id: str) -> list[refusals.Refusal]:
     return refusals.load((golden_dir() / manifest_id / refusals.FILE).read_text())
 
 
-@pytest.mark.parametrize("manifest_id", bundled_manifests())
+@pytest.mark.parametrize("manifest_id", wire_manifests())
 def test_every_case_is_well_formed(manifest_id):
     doc = json.loads((golden_dir() / manifest_id / refusals.FILE).read_text())
     assert doc["format"] == refusals.FORMAT and doc["manifest"] == manifest_id
@@ -54,7 +54,7 @@ def test_every_case_is_well_formed(manifest_id):
             "extension", "encode"} <= families
 
 
-@pytest.mark.parametrize("manifest_id", bundled_manifests())
+@pytest.mark.parametrize("manifest_id", wire_manifests())
 def test_a_decoder_that_follows_the_spec_refuses_every_case(manifest_id):
     """The manifest's own codec (the reference's for its manifest, generated structs with the
     reference extension hooks for older ones) refuses each case: the corpus asks nothing the

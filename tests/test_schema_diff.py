@@ -19,6 +19,7 @@ from conformance.schema.diff import (
     BREAKING,
     FORWARD,
     FULL,
+    _version_key,
     allowed,
     diff,
     meet,
@@ -161,11 +162,17 @@ def test_upstream_0_5_22_to_0_5_23_only_appends_and_adds():
 
 
 def _expected_reports() -> dict[str, str]:
+    """What `schema diff OLD NEW` prints for each consecutive pair of bundled releases (a
+    migration report where one side is a dataclass catalogue)."""
     from conformance.schema.manifest import bundled_manifests
+    from conformance.schema.migration import migration
+    from conformance.schema.migration import render_text as render_migration
 
     sglang = [load_manifest(m) for m in bundled_manifests() if m.startswith("sglang-")]
-    sglang.sort(key=lambda m: [int(p) for p in m.version.split(".")])
-    return {f"{a.id}..{b.id}.txt": render_text(diff(a, b)) for a, b in zip(sglang, sglang[1:])}
+    sglang.sort(key=lambda m: _version_key(m.version))
+    return {f"{a.id}..{b.id}.txt": (render_migration(migration(a, b))
+                                    if a.is_dataclass_catalogue or b.is_dataclass_catalogue else render_text(diff(a, b)))
+            for a, b in zip(sglang, sglang[1:])}
 
 
 def test_committed_upstream_diff_reports_are_current():

@@ -525,11 +525,13 @@ def _version_key(version: str) -> tuple:
 
 
 def older_manifests(new: Manifest) -> list[Manifest]:
-    """Bundled manifests of the same implementation with a lower version, oldest first."""
+    """Bundled manifests of the same implementation and era (msgspec structs, or dataclasses) with
+    a lower version, oldest first: the releases a transitive check holds `new` to."""
     out = []
     for mid in bundled_manifests():
         m = load_manifest(mid)
-        if m.implementation == new.implementation and _version_key(m.version) < _version_key(new.version):
+        if (m.implementation == new.implementation and _version_key(m.version) < _version_key(new.version)
+                and m.is_dataclass_catalogue == new.is_dataclass_catalogue):
             out.append(m)
     return sorted(out, key=lambda m: _version_key(m.version))
 

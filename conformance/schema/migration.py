@@ -133,14 +133,15 @@ def _similar(a: str, b: str) -> bool:
 
 def struct_renames(source: Manifest, target: Manifest) -> dict[str, str]:
     """Structs only in `source` paired with structs only in `target` of the same role, a similar
-    name and mostly the same fields (at least half of each side's names shared), best match first."""
+    name and mostly the same fields of their own (at least half of each side's names shared;
+    fields from a base class do not count: a rename often comes with a new base), best match first."""
     gone = [n for n in source.structs if n not in target.structs and n not in _HTTP_SIDE]
     new = [n for n in target.structs if n not in source.structs]
     scored = []
     for a in gone:
-        fa = {f.name for f in source.structs[a].fields}
+        fa = _own_fields(source, a)
         for b in new:
-            fb = {f.name for f in target.structs[b].fields}
+            fb = _own_fields(target, b)
             shared = len(fa & fb)
             if (_similar(a, b) and source.structs[a].role == target.structs[b].role
                     and shared * 2 >= max(len(fa), len(fb), 1)):
@@ -150,6 +151,13 @@ def struct_renames(source: Manifest, target: Manifest) -> dict[str, str]:
         if a not in pairs and b not in pairs.values():
             pairs[a] = b
     return pairs
+
+
+def _own_fields(manifest: Manifest, name: str) -> set[str]:
+    spec = manifest.structs[name]
+    base = manifest.structs.get(spec.base or "")
+    inherited = {f.name for f in base.fields} if base else set()
+    return {f.name for f in spec.fields} - inherited
 
 
 def _renamed_as(manifest: Manifest, renames: dict[str, str]) -> Manifest:

@@ -231,10 +231,10 @@ def _plural(n: int, word: str) -> str:
 
 
 def render_text(result: GoldenDiff) -> str:
-    """The review: nothing for a vector that did not change, a summary line last."""
+    """The review: a summary line first, then nothing for a vector that did not change."""
     if result.empty:
         return result.summary() + "\n"
-    lines = []
+    lines = [result.summary()]
     for name in result.added_messages:
         lines.append(f"+ {name}: new message ({_plural(result.cases_per_message.get(name, 0), 'case')})")
     for name in result.removed_messages:
@@ -251,5 +251,4 @@ def render_text(result: GoldenDiff) -> str:
                          "another value")
         for f in c.fields:
             lines.append(f"    {f.path}: {_show(f.old)} -> {_show(f.new)}")
-    lines.append(result.summary())
     return "\n".join(lines) + "\n"

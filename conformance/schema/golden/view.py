@@ -148,7 +148,7 @@ def from_view(view: Any, classes: Mapping[str, type], path: str = "$") -> Any:
             raise ViewError(f"{path}: unknown struct {body!r}")
         kwargs = {k: from_view(v, classes, f"{path}.{k}") for k, v in view.items() if k != "$struct"}
         try:
-            return cls(**kwargs)
+            return cls(**_omitted_defaults_dropped(cls, kwargs))
         except TypeError as exc:
             raise ViewError(f"{path}: cannot build {body}: {exc}") from None
     if marker == "$enum":
@@ -254,3 +254,17 @@ def _ndarray(body: Any, path: str) -> np.ndarray:
     if len(raw) != math.prod(shape) * dtype.itemsize:
         raise ViewError(f"{path}: {len(raw)} data bytes for shape {list(shape)} of {dtype.str}")
     return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+
+
+def _omitted_defaults_dropped(cls: type, kwargs: dict) -> dict:
+    """An omit_defaults struct leaves out a field only when it holds the default object itself
+    (msgspec compares by identity: a fresh 1.0 is written): a scalar equal to its default is
+    left to the constructor, so the value encodes to the bytes the view was made from."""
+    config = getattr(cls, "__struct_config__", None)
+    if config is None or not config.omit_defaults:
+        return kwargs
+    defaults = {f.name: f.default for f in msgspec.structs.fields(cls)}
+    scalars = (int, float, str, bool, type(None))
+    return {k: v for k, v in kwargs.items()
+            if not (isinstance(v, scalars) and type(v) is type(defaults.get(k, msgspec.NODEFAULT))
+                    and v == defaults[k] and repr(v) == repr(defaults[k]))}  # repr: -0.0 is not 0.0
