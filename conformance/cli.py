@@ -91,7 +91,6 @@ def _diff_side(spec: str, *, imports: Sequence[str] = (), union_attr: Optional[s
     adapter: reference, sglang, ...), or `live:<module>` (extracted now)."""
     from conformance.schema.manifest import load_manifest
     from conformance.schema.manifest.extract import extract
-
     from conformance.schema.manifest.identity import own_identity
 
     # By its own id: an edited catalogue that kept a release's id is not that release (its golden
