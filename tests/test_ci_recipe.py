@@ -118,7 +118,8 @@ def test_a_breaking_change_fails_and_is_named_until_declared(where, tmp_path):
     tree = source_tree(tmp_path / "tree", changed)
     proc = run_recipe(words, tree, changed, tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert re.search(r"^AbortReq\.inserted +.*BREAKING .*field-inserted +bytes confirm$", proc.stdout, re.M), proc.stdout
+    row = r"^AbortReq\.inserted +.*BREAKING .*field-inserted +bytes confirm$"
+    assert re.search(row, proc.stdout, re.M), proc.stdout
     assert "FAILED, 1 change(s) not allowed: AbortReq.inserted (field-inserted)" in proc.stdout
     # the recipe's way to accept it: a reviewed line in .ipc-schema-allow
     (tree / ALLOW_FILE).write_text("AbortReq.inserted:field-inserted  # reviewed: every peer upgrades at once\n")
