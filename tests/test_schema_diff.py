@@ -164,7 +164,9 @@ def _expected_reports() -> dict[str, str]:
     from conformance.schema.manifest import bundled_manifests
 
     sglang = [load_manifest(m) for m in bundled_manifests() if m.startswith("sglang-")]
-    sglang.sort(key=lambda m: [int(p) for p in m.version.split(".")])
+    from conformance.schema.diff import _version_key
+
+    sglang.sort(key=lambda m: _version_key(m.version))
     return {f"{a.id}..{b.id}.txt": render_text(diff(a, b)) for a, b in zip(sglang, sglang[1:])}
 
 
