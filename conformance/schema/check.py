@@ -81,28 +81,24 @@ class Report:
 
 
 # -- the two catalogues --------------------------------------------------------------
-def live_catalogue(*, source: Optional[str] = None, impl: Optional[str] = None,
-                   manifest: Optional[str] = None) -> Manifest:
-    """The catalogue under review, by its own id: read from source (never imported), the live
-    catalogue of an implementation (an adapter name), or a manifest file."""
+def live_catalogue(*, source: Optional[str] = None, manifest: Optional[str] = None,
+                   implementation: Optional[Manifest] = None) -> Manifest:
+    """The catalogue under review, by its own id: read from source (never imported), a manifest
+    file, or an implementation's live catalogue (`--impl`: the command line asks its adapter)."""
     from conformance.schema.manifest import load_manifest
     from conformance.schema.manifest.identity import own_identity
 
-    given = [n for n, v in (("--source", source), ("--impl", impl), ("--manifest", manifest)) if v]
+    given = [n for n, v in (("--source", source), ("--manifest", manifest), ("--impl", implementation))
+             if v is not None]
     if len(given) != 1:
         raise UsageError("give one of --source PATH, --impl NAME, --manifest FILE" +
                          (f" (got {' and '.join(given)})" if given else ""))
     if source is not None:
         live = _from_source(source)
-    elif impl is not None:
-        from conformance.adapters import load_adapter
-
-        try:
-            live = load_adapter(impl).live_manifest()
-        except NotImplementedError:
-            raise UsageError(f"--impl {impl!r} describes no catalogue to check; give --source or --manifest") from None
-    else:
+    elif manifest is not None:
         live = load_manifest(manifest)
+    else:
+        live = implementation
     return own_identity(live)
 
 
@@ -124,8 +120,8 @@ def _from_source(path: str) -> Manifest:
 def baseline_for(live: Manifest, against: Optional[str] = None) -> Manifest:
     """--against (a bundled id or a manifest file), else the bundled release nearest the live
     catalogue's version."""
-    from conformance.releases import nearest_release
     from conformance.schema.manifest import bundled_manifests, load_manifest
+    from conformance.schema.manifest.identity import nearest_release
 
     if against:
         return load_manifest(against)
@@ -137,9 +133,13 @@ def baseline_for(live: Manifest, against: Optional[str] = None) -> Manifest:
 
 
 # -- rows: the diff, proven by bytes ---------------------------------------------------
-def check(live: Manifest, baseline: Manifest, *, prove: bool = True) -> list[Row]:
+def check(live: Manifest, baseline: Manifest, *, prove: bool = True, modules: bool = True) -> list[Row]:
     """One row per change from baseline to live; with prove, each subject's exchanges of
-    `schema verify` (per message, and per changed struct or enum alone) decide its proof."""
+    `schema verify` (per message, and per changed struct or enum alone) decide its proof.
+    modules=False: each class of the live catalogue counts as living where the baseline keeps
+    it (another implementation of the catalogue, such as a generated one, has its own modules)."""
+    if not modules:
+        live = in_baseline_modules(live, baseline)
     result = diff(baseline, live)
     exchanges: dict[str, list[Any]] = {}
     if prove and result.changes:
@@ -159,6 +159,16 @@ def check(live: Manifest, baseline: Manifest, *, prove: bool = True) -> list[Row
             rows.append(Row(subject, "carries a changed struct", bad[0].expected, bad[0].expected,
                             ", ".join(bad[0].rules) or "-", CONTRADICT, f"{bad[0].line()}: {bad[0].contradiction}"))
     return rows
+
+
+def in_baseline_modules(live: Manifest, baseline: Manifest) -> Manifest:
+    import msgspec
+
+    def moved(specs: dict, known: dict) -> dict:
+        return {n: msgspec.structs.replace(s, module=known[n].module) if n in known else s for n, s in specs.items()}
+
+    return msgspec.structs.replace(live, structs=moved(live.structs, baseline.structs),
+                                   enums=moved(live.enums, baseline.enums))
 
 
 def _row(change: Change, exchanges: list[Any], proved: bool) -> Row:
@@ -244,6 +254,7 @@ def write_golden(live: Manifest, baseline: Manifest, out: Path) -> dict[str, Any
 # -- output ----------------------------------------------------------------------------------
 _COLUMNS = ("STRUCT", "CHANGE", "MSGPACK", "PICKLE", "RULE", "PROOF")
 _WIDEST_CHANGE = 56
+_NAMED = 8  # violations named in the verdict line; the table has them all
 
 
 def _cut(text: str, width: int) -> str:
@@ -270,7 +281,8 @@ def render_text(report: Report, origin: str = "") -> str:
                      f"bundle them with the manifest {g['manifest']}")
     if report.violations:
         named = ", ".join(f"{r.struct} ({r.rule}{', bytes contradict' if r.proof == CONTRADICT else ''})"
-                          for r in report.violations)
+                          for r in report.violations[:_NAMED])
+        named += f" and {len(report.violations) - _NAMED} more (the table)" if len(report.violations) > _NAMED else ""
         lines.append(f"policy --fail-on {report.policy}: FAILED, {len(report.violations)} change(s) not allowed: "
                      f"{named}. Declare an intended change with --allow STRUCT[.FIELD][:RULE] "
                      f"(or a line in {DEFAULT_ALLOW_FILE})")

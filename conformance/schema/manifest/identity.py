@@ -10,13 +10,13 @@ that differs from the bundled release it claims to be gets its own id,
 from __future__ import annotations
 
 import hashlib
-from typing import Optional
+from typing import Iterable, Optional
 
 import msgspec
 
 from conformance.schema.manifest.model import Manifest
 
-__all__ = ["DIGEST_CHARS", "content_digest", "own_identity", "same_content"]
+__all__ = ["DIGEST_CHARS", "content_digest", "nearest_release", "own_identity", "same_content", "split_id"]
 
 DIGEST_CHARS = 8
 
@@ -46,3 +46,27 @@ def own_identity(manifest: Manifest, claimed: Optional[Manifest] = None) -> Mani
         return manifest
     base = manifest.version.split("+", 1)[0]
     return msgspec.structs.replace(manifest, version=f"{base}+{content_digest(manifest)[:DIGEST_CHARS]}")
+
+
+def split_id(manifest_id: str) -> tuple[str, str]:
+    """('sglang', '0.5.23') from 'sglang-0.5.23' (the version is after the last '-' before a digit)."""
+    for i in range(len(manifest_id) - 1, 0, -1):
+        if manifest_id[i] == "-" and manifest_id[i + 1:i + 2].isdigit():
+            return manifest_id[:i], manifest_id[i + 1:]
+    return manifest_id, ""
+
+
+def _key(version: str) -> tuple:
+    from conformance.schema.diff import _version_key  # a PEP 440 version, else its parts
+
+    return _version_key(version)
+
+
+def nearest_release(implementation: str, version: str, bundled: Iterable[str]) -> Optional[str]:
+    """The bundled id of `implementation` nearest `version`: the newest release not newer than it
+    (0.5.24.dev0 and 0.5.23+local -> 0.5.23), else the oldest one; None when none is bundled."""
+    releases = sorted((v for impl, v in map(split_id, bundled) if impl == implementation and v), key=_key)
+    if not releases:
+        return None
+    older = [v for v in releases if _key(v) <= _key(version)]
+    return f"{implementation}-{older[-1] if older else releases[0]}"
