@@ -143,3 +143,12 @@ def test_an_edited_release_names_its_breaking_changes_in_the_header():
             in proc.stdout), proc.stdout[-3000:]
     assert ("differs from sglang-0.5.23: 1 change(s), 1 breaking; see them: ipc-conformance schema check "
             "--impl dev_install_adapters:EditedRelease --against sglang-0.5.23") in proc.stdout
+
+
+def test_a_failure_of_a_changed_struct_points_to_schema_check():
+    proc = cli("run", "--impl", "dev_install_adapters:EditedRelease", "--transport", "msgpack", "--",
+               "-k", "AbortReq and Catalogue and MatchesManifest")
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert ("  schema: AbortReq differs between sglang-0.5.23 and the implementation's live catalogue "
+            "(field-inserted): ipc-conformance schema check --impl dev_install_adapters:EditedRelease "
+            "--against sglang-0.5.23") in proc.stdout, proc.stdout[-3000:]

@@ -122,6 +122,27 @@ class ConformanceRun:
             return expectations.path_for(labels) or expectations.HERE / f"{adapter.label}.txt"
         return expectations.path_for([adapter.label, adapter.name]) or expectations.HERE / f"{adapter.label}.txt"
 
+    @cached_property
+    def changed_names(self) -> dict[str, list[str]]:
+        """What the implementation's live catalogue changed against the run's manifest, by name."""
+        from conformance.schema.check import changed_names
+
+        try:
+            return changed_names(self.session.live_manifest, self.session.manifest)
+        except NotImplementedError:
+            return {}
+
+    def schema_hint(self, check_id: str) -> str:
+        """For a failing check of a struct the live catalogue changed: the line that says so and
+        the command that shows the change ('' otherwise)."""
+        names = [n for n in check_id.split(".") if n in self.changed_names]
+        if not names:
+            return ""
+        ipc = self.session
+        return (f"  schema: {names[0]} differs between {ipc.manifest.id} and the implementation's live catalogue "
+                f"({', '.join(self.changed_names[names[0]])}): ipc-conformance schema check --impl "
+                f"{_quote(str(self.options['impl']))} --against {ipc.manifest.id}")
+
     def catalogue_lines(self) -> list[str]:
         """The header's lines on the catalogue: what a development install runs against, and how
         the implementation's live catalogue differs from the manifest the run checks it against."""

@@ -301,7 +301,18 @@ def write_json(report: Report, path: str) -> None:
     Path(path).write_text(json.dumps(to_dict(report), indent=1) + "\n")
 
 
-# -- the run header --------------------------------------------------------------------------
+# -- the run header and its failures ---------------------------------------------------------
+def changed_names(live: Manifest, manifest: Manifest) -> dict[str, list[str]]:
+    """Struct, enum or message name -> the rules of the changes from `manifest` to `live` it
+    has or carries (a message lists those of the nested structs it carries too)."""
+    result = diff(manifest, live, modules=live.implementation == manifest.implementation)
+    out: dict[str, set[str]] = {}
+    for c in result.changes:
+        for name in [c.subject, *result.carried_by.get(c.subject, [])]:
+            out.setdefault(name, set()).add(c.rule)
+    return {name: sorted(rules) for name, rules in out.items()}
+
+
 def live_differs_line(live: Manifest, manifest: Manifest, impl: str) -> str:
     """The run header's line when the implementation's live catalogue is not the manifest the
     run checks it against ('' when they agree). Another implementation of the same catalogue
