@@ -58,6 +58,10 @@ def _manifest_extract(args: argparse.Namespace) -> int:
         except ImportError as exc:
             raise UsageError(f"cannot import {args.module!r} (or a module it imports): {exc}; "
                              f"--source PATH reads the code without importing it") from None
+    if args.version is None:  # an edited tree is not the release it says it is
+        from conformance.schema.manifest.identity import own_identity
+
+        manifest = own_identity(manifest)
     if args.out:
         save_manifest(manifest, args.out)
         print(f"wrote {args.out}: {len(manifest.structs)} structs, {len(manifest.messages)} messages, "
@@ -105,14 +109,18 @@ def _diff_side(spec: str, *, imports: Sequence[str] = (), union_attr: Optional[s
     adapter: reference, sglang, ...), or `live:<module>` (extracted now)."""
     from conformance.schema.manifest import load_manifest
     from conformance.schema.manifest.extract import extract
+    from conformance.schema.manifest.identity import own_identity
 
+    # By its own id: an edited catalogue that kept a release's id is not that release (its golden
+    # vectors, its generated classes).
     if spec.startswith("live:"):
-        return extract(spec[5:], imports=imports, union_attr=union_attr or "_all_types", array_typecode="q")
+        return own_identity(extract(spec[5:], imports=imports, union_attr=union_attr or "_all_types",
+                                    array_typecode="q"))
     if spec in ("reference", "sglang"):
         from conformance.adapters import load_adapter
 
-        return load_adapter(spec).live_manifest()
-    return load_manifest(spec)
+        return own_identity(load_adapter(spec).live_manifest())
+    return own_identity(load_manifest(spec))
 
 
 # -- spec tools: schema diff, golden vectors, testee smoke (spec/SPEC.md, spec/testee.md) --
@@ -185,6 +193,39 @@ def _schema_verify(args: argparse.Namespace) -> int:
     if contradicted:
         print(f"schema verify: {contradicted} exchange(s) contradict the schema diff", file=sys.stderr)
     return 1 if contradicted else 0
+
+
+def _schema_check(args: argparse.Namespace) -> int:
+    from conformance.schema import check
+
+    implementation = None
+    if args.impl:  # the front door asks the adapter; the spec tooling never loads one
+        from conformance.adapters import load_adapter
+
+        try:
+            implementation = load_adapter(args.impl).live_manifest()
+        except NotImplementedError:
+            raise UsageError(f"--impl {args.impl!r} describes no catalogue to check; give --source or --manifest") \
+                from None
+    live = check.live_catalogue(source=args.source, manifest=args.manifest, implementation=implementation)
+    baseline = check.baseline_for(live, args.against)
+    allowances = check.parse_allowances(args.allow)
+    declared = ""
+    if args.allow_file:
+        from_file, declared = check.read_allow_file(args.allow_file)
+        allowances += from_file
+    rows = check.check(live, baseline, modules=not args.ignore_modules)
+    report = check.judge(live, baseline, rows, args.fail_on, allowances)
+    if args.golden_out:
+        report.golden = check.write_golden(live, baseline, Path(args.golden_out))
+    origin = next(f"{flag} {value}" for flag, value in (("--source", args.source), ("--impl", args.impl),
+                                                         ("--manifest", args.manifest)) if value)
+    sys.stdout.write(check.render_text(report, origin))
+    if declared:
+        print(declared)
+    if args.json:
+        check.write_json(report, args.json)
+    return report.exit_code
 
 
 def _golden(args: argparse.Namespace) -> int:
@@ -306,6 +347,29 @@ def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
     sv.add_argument("--format", choices=["text", "json"], default="text",
                     help="json: every exchange with its outcome, evidence, the diff's level and rules")
     sv.set_defaults(func=_schema_verify)
+
+    sc = schema.add_parser("check", help="one command for a schema change: the live catalogue diffed against a "
+                           "release, each verdict proven by bytes, a table to review, the golden update, exit by "
+                           "policy (0 ok, 1 not allowed, 2 usage)")
+    live = sc.add_mutually_exclusive_group(required=True)
+    live.add_argument("--source", help="a source file, package folder or checkout: read statically, never imported")
+    live.add_argument("--impl", help="an installed implementation's live catalogue (sglang, reference, ...)")
+    live.add_argument("--manifest", help="a manifest file (e.g. from `manifest extract`)")
+    sc.add_argument("--against", help="the baseline: a bundled id or a manifest file (default: the bundled release "
+                    "nearest the live catalogue's version)")
+    sc.add_argument("--fail-on", choices=["BREAKING", "NOT_FULL", "NEVER"], default="BREAKING",
+                    help="which verdicts (msgpack or pickle) fail the check (default: BREAKING); a verdict the "
+                    "bytes contradict fails it too, except with NEVER")
+    sc.add_argument("--allow", action="append", default=[], metavar="STRUCT[.FIELD][:RULE]",
+                    help="a declared change: it does not fail the check; repeatable")
+    sc.add_argument("--allow-file", help="declared changes, one STRUCT[.FIELD][:RULE] a line (# comments); a "
+                    "missing file declares none")
+    sc.add_argument("--golden-out", help="write the golden vectors the live catalogue would have here "
+                    "(DIR/<id>/ and DIR/<id>.json), for review")
+    sc.add_argument("--json", help="also write the table and the verdict as JSON here")
+    sc.add_argument("--ignore-modules", action="store_true", help="count each class as living in the baseline's "
+                    "module (another implementation of the catalogue, e.g. a generated one, has its own modules)")
+    sc.set_defaults(func=_schema_check)
 
     golden = sub.add_parser("golden", help="golden vectors").add_subparsers(dest="golden_command", required=True)
     for name, text in (("update", "rewrite golden/ from the manifests (review the diff; CI never runs this)"),

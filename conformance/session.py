@@ -7,6 +7,7 @@ from functools import cached_property
 from typing import Any, Optional
 
 from conformance.adapters import Adapter, load_adapter
+from conformance.releases import Choice
 from conformance.schema.manifest import Manifest, load_manifest
 from conformance.schema.values import VARIANTS, ValueBuilder
 
@@ -24,8 +25,25 @@ class Session:
         return load_adapter(self.impl)
 
     @cached_property
+    def choice(self) -> Optional[Choice]:
+        """What the installed version runs against when no --manifest is given (conformance.releases)."""
+        from conformance import expectations
+        from conformance.releases import choose
+        from conformance.schema.manifest import bundled_manifests
+
+        claimed = None if self.manifest_id else self.adapter.manifest_id()
+        return choose(claimed, bundled_manifests(), expectations.bundled_lists()) if claimed else None
+
+    @cached_property
     def manifest(self) -> Manifest:
-        return load_manifest(self.manifest_id or self.adapter.manifest_id() or "sglang-0.5.23")
+        if self.manifest_id or self.choice is None:
+            return load_manifest(self.manifest_id or "sglang-0.5.23")
+        if self.choice.manifest is None:  # a development install: its own catalogue, by its own id
+            try:
+                return self.live_manifest
+            except NotImplementedError:
+                return load_manifest(self.adapter.manifest_id())  # the error that names the unknown id
+        return load_manifest(self.choice.manifest)
 
     @cached_property
     def transports(self) -> tuple[str, ...]:
@@ -49,7 +67,9 @@ class Session:
 
     @cached_property
     def live_manifest(self) -> Manifest:
-        return self.adapter.live_manifest()
+        from conformance.schema.manifest.identity import own_identity
+
+        return own_identity(self.adapter.live_manifest())
 
     @property
     def all_message_names(self) -> list[str]:

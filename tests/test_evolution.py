@@ -66,7 +66,8 @@ def _silent_mismatch(old: str, new: str, result: evolution.Verification) -> str:
     expected = _expected_silent(old, new)
     lines = []
     for key in sorted(set(found) - expected):
-        lines.append(f"new silent exchange {key} between {old} and {new}:\n    {found[key].evidence}\n"
+        lines.append(f"new silent exchange {key} between {old} and {new} (see it: `ipc-conformance schema verify "
+                     f"{old} {new}`):\n    {found[key].evidence}\n"
                      f"  if it is real, add to KNOWN_SILENT in tests/test_evolution.py:\n"
                      f"    {key!r}: Silent({new!r}, \"<why, in words>\"),\n"
                      f"  (since: the first release whose change makes it; add old_from=<release> when older "

@@ -203,6 +203,27 @@ def path_for(labels: Iterable[str]) -> Optional[Path]:
     return None
 
 
+def bundled_lists() -> list[str]:
+    """The labels of the bundled lists (e.g. 'sglang-0.5.23')."""
+    return sorted(p.stem for p in HERE.glob("*.txt"))
+
+
+def resolve(spec: str, *, new_ok: bool = False) -> Path:
+    """An --expectations value: a file, or the label of a bundled list (sglang-0.5.23). With
+    new_ok (--fix-expectations writes it), a path that does not exist yet is fine."""
+    from conformance.errors import UsageError
+
+    path = Path(spec)
+    if path.is_file():
+        return path
+    if (HERE / f"{spec}.txt").is_file() and "/" not in spec:
+        return HERE / f"{spec}.txt"
+    if new_ok:
+        return path
+    raise UsageError(f"no expected-failure list {spec!r}: give a file or a bundled list "
+                     f"({', '.join(bundled_lists()) or 'none'}); --fix-expectations writes a new one")
+
+
 def load(path: Optional[Path]) -> Expectations:
     return parse(path.read_text(), str(path)) if path and path.exists() else Expectations()
 

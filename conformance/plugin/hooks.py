@@ -135,6 +135,8 @@ class RunHooks:
         reporter = self.config.pluginmanager.get_plugin("terminalreporter")
         if ids and reporter is not None:
             reporter.write_line(self.run.versions_line(ids))
+            for line in self.run.catalogue_lines():
+                reporter.write_line(line)
             self.run.versions_shown = True
 
     @pytest.hookimpl(optionalhook=True)

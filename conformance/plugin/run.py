@@ -79,15 +79,13 @@ class ConformanceRun:
         """Load what the run needs, or (start=False) only resolve the names, so that a mistake
         in them raises conformance.errors.UsageError before any check is collected."""
         from conformance.adapters import check_spec
-        from conformance.errors import UsageError
         from conformance.schema.manifest import load_manifest
 
         for given in (self.options["manifest"], self.options["peer"]):
             if given:
                 load_manifest(given)
-        wanted = self.options["expectations"]
-        if wanted and not self.options["fix_expectations"] and not Path(wanted).exists():
-            raise UsageError(f"no expected-failure list {wanted!r} (--fix-expectations writes a new one)")
+        if self.options["expectations"]:
+            self.expectations_path  # noqa: B018 - a list that is neither a file nor bundled is a UsageError
         if start:
             self.session.manifest  # noqa: B018 - loads the adapter, then the manifest it claims
         else:
@@ -116,9 +114,48 @@ class ConformanceRun:
         from conformance import expectations
 
         if self.options["expectations"]:
-            return Path(self.options["expectations"])
+            return expectations.resolve(self.options["expectations"], new_ok=self.options["fix_expectations"])
         adapter = self.session.adapter
+        choice = self.session.choice
+        if choice is not None and choice.manifest is None:  # a development install: the nearest release's list
+            labels = [adapter.label, *([choice.expectations] if choice.expectations else [])]
+            return expectations.path_for(labels) or expectations.HERE / f"{adapter.label}.txt"
         return expectations.path_for([adapter.label, adapter.name]) or expectations.HERE / f"{adapter.label}.txt"
+
+    @cached_property
+    def changed_names(self) -> dict[str, list[str]]:
+        """What the implementation's live catalogue changed against the run's manifest, by name."""
+        from conformance.schema.check import changed_names
+
+        try:
+            return changed_names(self.session.live_manifest, self.session.manifest)
+        except NotImplementedError:
+            return {}
+
+    def schema_hint(self, check_id: str) -> str:
+        """For a failing check of a struct the live catalogue changed: the line that says so and
+        the command that shows the change ('' otherwise)."""
+        names = [n for n in check_id.split(".") if n in self.changed_names]
+        if not names:
+            return ""
+        ipc = self.session
+        return (f"  schema: {names[0]} differs between {ipc.manifest.id} and the implementation's live catalogue "
+                f"({', '.join(self.changed_names[names[0]])}): ipc-conformance schema check --impl "
+                f"{_quote(str(self.options['impl']))} --against {ipc.manifest.id}")
+
+    def catalogue_lines(self) -> list[str]:
+        """The header's lines on the catalogue: what a development install runs against, and how
+        the implementation's live catalogue differs from the manifest the run checks it against."""
+        from conformance.schema.check import live_differs_line
+
+        ipc = self.session
+        lines = [ipc.choice.note] if ipc.choice is not None and ipc.choice.note else []
+        try:
+            live = ipc.live_manifest
+        except NotImplementedError:
+            return lines
+        differs = live_differs_line(live, ipc.manifest, self.options["impl"])
+        return lines + ([differs] if differs else [])
 
     @cached_property
     def expectations(self) -> Expectations:
@@ -162,7 +199,7 @@ class ConformanceRun:
         if "session" not in self.__dict__:
             return None
         return {"meta": self._meta(), "residue": self.session.pickle_residue(),
-                "expectations_path": str(self.expectations_path)}
+                "expectations_path": str(self.expectations_path), "catalogue": self.catalogue_lines()}
 
     def merge_worker(self, output: Optional[dict[str, Any]]) -> None:
         if output:
@@ -202,7 +239,9 @@ class ConformanceRun:
         if self.versions_shown or not self.records or (not self._workers and "session" not in self.__dict__):
             return ""  # shown already, or nothing loaded the implementation (no line worth starting it for)
         meta = self._merged()[0]
-        return self.versions_line([r["id"] for r in self.records], meta["target_spec_version"])
+        catalogue = self._workers[0].get("catalogue", []) if self._workers else self.catalogue_lines()
+        return "\n".join([self.versions_line([r["id"] for r in self.records], meta["target_spec_version"]),
+                          *catalogue])
 
     # -- the end: files, a rewritten list --
     def finish(self) -> None:

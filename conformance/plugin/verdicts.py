@@ -50,6 +50,17 @@ def _with_replay(run: ConformanceRun, check_id: str, report: pytest.TestReport, 
     return f"{message}\n{line}"
 
 
+def _with_schema_hint(run: ConformanceRun, check_id: str, report: pytest.TestReport, message: str) -> str:
+    """A failure of a struct the implementation's live catalogue changed says so (a new line:
+    the expected-failure lists match the first)."""
+    hint = run.schema_hint(check_id)
+    if not hint or hint in message:
+        return message
+    if not isinstance(report.longrepr, (tuple, list)):
+        report.longrepr = f"{report.longrepr}\n{hint}"
+    return f"{message}\n{hint}"
+
+
 def _differences_of(call: pytest.CallInfo) -> list[str]:
     """The first line each difference of a suite failure (conformance/suite/failure.py) would
     have had alone; [] for any other failure."""
@@ -67,8 +78,8 @@ def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: p
     """Rewrite the call-phase report of check `check_id` into the run's verdict."""
     _judge(run, check_id, report, call)
     if call.excinfo is not None and (report.failed or getattr(report, "ipc_recommended", False)):
-        report.ipc_message = _with_replay(run, check_id, report, getattr(report, "ipc_message", "")
-                                          or message_of(report))
+        message = _with_schema_hint(run, check_id, report, getattr(report, "ipc_message", "") or message_of(report))
+        report.ipc_message = _with_replay(run, check_id, report, message)
 
 
 def _judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo) -> None:
