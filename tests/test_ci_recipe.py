@@ -18,6 +18,7 @@ import pytest
 import conformance
 from conformance.schema.codegen import generate
 from conformance.schema.manifest import Manifest, load_manifest, save_manifest
+from conformance.schema.manifest.source import extract_source
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
@@ -81,19 +82,22 @@ def source_tree(root: Path, manifest: Manifest) -> Path:
     module = root / "python" / "sglang" / "srt" / "managers" / "io_struct.py"
     module.parent.mkdir(parents=True)
     module.write_text(generate(manifest))
+    (root / "python" / "sglang" / "version.py").write_text(f'__version__ = "{manifest.version}"\n')  # as SGLang's
     return root
 
 
-def run_recipe(words: list[str], tree: Path, live: Manifest, tmp: Path) -> subprocess.CompletedProcess:
-    """The recipe's command, as the installed CLI runs it, in the tree."""
+def run_recipe(words: list[str], tree: Path, release: Manifest, tmp: Path) -> subprocess.CompletedProcess:
+    """The recipe's command, as the installed CLI runs it, in the tree: --source reads the tree.
+    codegen writes the whole catalogue into one module where the release spreads it over several,
+    so the release is given as the tree's own unedited extraction (same content, codegen's modules)."""
     assert words[0] == "ipc-conformance"
     argv = [sys.executable, "-m", "conformance.cli", *words[1:]]
-    # after merge: --source  (static extraction, conformance/schema/manifest/source.py, reads the tree
-    # itself; until then the tree's catalogue is given as the manifest codegen made it from)
-    at = argv.index("--source")
-    live_file = tmp / "live.json"
-    save_manifest(live, live_file)
-    argv[at:at + 2] = ["--manifest", str(live_file)]
+    baseline = tmp / f"{release.id}.json"
+    if not baseline.exists():
+        unedited = source_tree(tmp / "unedited", release)
+        save_manifest(extract_source(unedited, version=release.version), baseline)
+    for at in [i for i, w in enumerate(argv) if w == "--against"]:
+        argv[at + 1] = str(baseline)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(conformance.__file__).parents[1]),
                                                         os.environ.get("PYTHONPATH", "")])}
     return subprocess.run(argv, cwd=tree, capture_output=True, text=True, env=env, timeout=600)
@@ -114,15 +118,15 @@ def test_an_unedited_tree_passes(where, tmp_path):
 @pytest.mark.parametrize("where", COMMANDS)
 def test_a_breaking_change_fails_and_is_named_until_declared(where, tmp_path):
     words = COMMANDS[where]()
-    changed = edited(against(words))
-    tree = source_tree(tmp_path / "tree", changed)
-    proc = run_recipe(words, tree, changed, tmp_path)
+    release = load_manifest(against(words))
+    tree = source_tree(tmp_path / "tree", edited(release.id))
+    proc = run_recipe(words, tree, release, tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     row = r"^AbortReq\.inserted +.*BREAKING .*field-inserted +bytes confirm$"
     assert re.search(row, proc.stdout, re.M), proc.stdout
     assert "FAILED, 1 change(s) not allowed: AbortReq.inserted (field-inserted)" in proc.stdout
     # the recipe's way to accept it: a reviewed line in .ipc-schema-allow
     (tree / ALLOW_FILE).write_text("AbortReq.inserted:field-inserted  # reviewed: every peer upgrades at once\n")
-    proc = run_recipe(words, tree, changed, tmp_path)
+    proc = run_recipe(words, tree, release, tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "AbortReq.inserted (declared)" in proc.stdout and f"declared changes: 1 in {ALLOW_FILE}" in proc.stdout

@@ -60,7 +60,7 @@ def test_json_and_golden_update(breaking):
     assert (row["rule"], row["msgpack"], row["proof"]) == ("field-inserted", "BREAKING", check.CONFIRM)
     golden = out["golden"]
     live = out["live"]
-    assert Path(golden["folder"]) == folder / "golden" / live and (folder / "golden" / f"{live}.json").is_file()
+    assert Path(golden["folder"]) == folder / "golden" and (folder / "golden" / f"{live}.json").is_file()
     # what a reviewer reads: only AbortReq's vectors changed, one per variant
     assert golden["added"] == golden["removed"] == []
     assert golden["changed"] and {c.split(".")[0] for c in golden["changed"]} == {"AbortReq"}

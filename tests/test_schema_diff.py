@@ -170,8 +170,8 @@ def _expected_reports() -> dict[str, str]:
 
     sglang = [load_manifest(m) for m in bundled_manifests() if m.startswith("sglang-")]
     sglang.sort(key=lambda m: _version_key(m.version))
-    return {f"{a.id}..{b.id}.txt": (render_migration(migration(a, b))
-                                    if a.is_dataclass_catalogue or b.is_dataclass_catalogue else render_text(diff(a, b)))
+    return {f"{a.id}..{b.id}.txt": (render_migration(migration(a, b)) if a.is_dataclass_catalogue
+                                    or b.is_dataclass_catalogue else render_text(diff(a, b)))
             for a, b in zip(sglang, sglang[1:])}
 
 

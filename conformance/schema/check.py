@@ -240,7 +240,14 @@ def write_golden(live: Manifest, baseline: Manifest, out: Path) -> dict[str, Any
     save_manifest(live, manifest_file)
     written = update([str(manifest_file)], root=out)
     new, old = read_index(live.id, out), read_index(baseline.id)
-    summary: dict[str, Any] = {"folder": str(out / live.id), "manifest": str(manifest_file), "files": len(written)}
+    summary: dict[str, Any] = {"folder": str(out), "manifest": str(manifest_file), "files": len(written)}
+    # The review a person reads: only what changed, bytes and decoded values side by side.
+    from conformance.schema.golden.diff import golden_diff
+    from conformance.schema.golden.diff import render_text as render_golden_diff
+
+    review = golden_diff(baseline, live)
+    (out / "golden-diff.txt").write_text(render_golden_diff(review))
+    summary.update(review=str(out / "golden-diff.txt"), review_summary=review.summary())
     if new is not None and old is not None:
         def shas(index: dict) -> dict[str, str]:
             return {f"{c['struct']}.{c['variant']}": c["sha256"] for c in index.get("cases", [])}
@@ -279,6 +286,8 @@ def render_text(report: Report, origin: str = "") -> str:
                 f"{len(g['removed'])} gone)" if "changed" in g else "")
         lines.append(f"golden: {g['files']} file(s) written under {g['folder']}{what}; review them, then "
                      f"bundle them with the manifest {g['manifest']}")
+        if "review" in g:
+            lines.append(f"{g['review_summary']} (the review: {g['review']})")
     if report.violations:
         named = ", ".join(f"{r.struct} ({r.rule}{', bytes contradict' if r.proof == CONTRADICT else ''})"
                           for r in report.violations[:_NAMED])

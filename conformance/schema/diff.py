@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Iterable, Optional
 
 from conformance.schema.manifest import Manifest, StructSpec, T, bundled_manifests, load_manifest, parse
+from conformance.schema.renames import struct_renames
 
 __all__ = [
     "Change", "Diff", "FULL", "BACKWARD", "FORWARD", "BREAKING", "MODES", "RULES",
@@ -56,6 +57,9 @@ RULES: dict[str, str] = {
     "struct-removed": "a struct that is not a message was removed",
     "message-added": "a message joined the top-level union: old receivers reject its tag",
     "message-removed": "a message left the top-level union: new receivers reject its tag",
+    "message-renamed": "a message's class was renamed, its fields alike (paired as renamed fields are): pickle "
+                       "names the class, so neither version unpickles the other's; its tag changes with it "
+                       "unless set explicitly (tag-changed)",
     "primitive-added": "a primitive joined the top-level union",
     "primitive-removed": "a primitive left the top-level union",
     "tag-changed": "the wire tag of a struct changed: receivers on the other version reject it",
@@ -118,6 +122,7 @@ class Diff:
     changes: list[Change] = field(default_factory=list)
     # nested struct -> the messages whose bytes carry it (in either version)
     carried_by: dict[str, list[str]] = field(default_factory=dict)
+    renamed: dict[str, str] = field(default_factory=dict)  # message old name -> new name
 
     @property
     def msgpack(self) -> str:
@@ -176,7 +181,8 @@ def accepts(reader: T, writer: T, *, pickle: bool = False, lossy: bool = False) 
     int read as float must come back exact (lossy=True forgets that: any int is a float);
     pickle: Python types travel as they are, so container kinds must match (an int stays an int)."""
     if reader.kind == "Any":
-        return True
+        # msgpack: an untyped reader holds a struct or enum as plain data, not what was meant
+        return pickle or not writer.refs()
     if writer.kind == "Union":
         return all(accepts(reader, arm, pickle=pickle, lossy=lossy) for arm in writer.args)
     if reader.kind == "Union":
@@ -245,9 +251,23 @@ def _field_text(f, index: int) -> str:
     return f"{f.name}: {f.type}{default} (position {index})"
 
 
+
+def _class_moved(name: str, old_module: str, new_module: str, new_modules: set) -> Change:
+    """Pickle names a class by module: an old pickle still loads while the old module exists and
+    re-exports the class (0.5.23's schedule_batch.py re-exports Modality); a module the new
+    catalogue no longer has cannot, so that move breaks pickle readers of old data."""
+    if old_module in new_modules:
+        return Change("class-moved", name, f"{old_module} -> {new_module} (old pickles name {old_module}: new "
+                      "readers find the class there only while that module re-exports it)", FULL, BACKWARD)
+    return Change("class-moved", name, f"{old_module} -> {new_module} ({old_module} is gone: pickles of the "
+                  "old version name a module the new one does not have)", FULL, BREAKING)
+
+
 class _StructDiff:
-    def __init__(self, name: str, old: StructSpec, new: StructSpec, out: list[Change]) -> None:
+    def __init__(self, name: str, old: StructSpec, new: StructSpec, out: list[Change],
+                 new_modules: frozenset = frozenset(), old_names: frozenset = frozenset()) -> None:
         self.name, self.old, self.new, self.out = name, old, new, out
+        self.new_modules, self.old_names = new_modules, old_names
         self.array_like = old.array_like and new.array_like
         self.kw_only = old.options.get("kw_only", False) and new.options.get("kw_only", False)
 
@@ -266,8 +286,7 @@ class _StructDiff:
         if old.base != new.base:
             self.add("base-changed", f"base {old.base} -> {new.base}", FULL, FULL)
         if old.module != new.module:
-            self.add("class-moved", f"{old.module} -> {new.module} (pickle readers of the old version cannot "
-                     "find it; BACKWARD only while the old module still re-exports it)", FULL, BACKWARD)
+            self.out.append(_class_moved(self.name, old.module, new.module, self.new_modules))
         if old.role != new.role and "message" in (old.role, new.role):
             joined = new.role == "message"
             self.add("message-added" if joined else "message-removed",
@@ -366,6 +385,9 @@ class _StructDiff:
         if a.type != b.type:
             old_t, new_t = parse(a.type), parse(b.type)
             level, pickle = _type_level(old_t, new_t, False), _type_level(old_t, new_t, True)
+            if (new_t.refs() - old_t.refs()) - self.old_names and pickle in (FULL, FORWARD):
+                # the new type names a class the old release does not have: its pickle readers fail
+                pickle = BACKWARD if pickle == FULL else BREAKING
             (sk_a, leaves_a), (sk_b, leaves_b) = _ext_skeleton(old_t), _ext_skeleton(new_t)
             if sk_a == sk_b and leaves_a != leaves_b and leaves_a and leaves_b:
                 codes = lambda ls: "/".join(f"{k} (ext {_EXT[k]})" for k in ls)
@@ -454,8 +476,20 @@ def diff(old: Manifest, new: Manifest, *, modules: bool = True) -> Diff:
         carriers.setdefault(name, set()).update(messages)
     result.carried_by = {n: sorted(m) for n, m in sorted(carriers.items())
                          if (new.structs.get(n) or old.structs.get(n)).role != "message"}
+    new_modules = frozenset(s.module for s in [*new.structs.values(), *new.enums.values()]) | {new.module}
+    old_names = frozenset(old.structs) | frozenset(old.enums)
+    renamed = result.renamed = {a: b for a, b in struct_renames(old, new).items() if old.structs[a].role == "message"}
     for name in sorted(set(old.structs) | set(new.structs)):
         a, b = old.structs.get(name), new.structs.get(name)
+        if name in renamed:  # one message under two names: judged under its new name
+            to = renamed[name]
+            out.append(Change("message-renamed", to, f"{name} -> {to} (pickles name the class: neither version "
+                              "finds the other's)", FULL, BREAKING))
+            _StructDiff(to, a, new.structs[to] if modules else _with_module(new.structs[to], a.module), out,
+                        new_modules, old_names).run()
+            continue
+        if a is None and name in renamed.values():
+            continue
         if a is None:
             if b.role == "message":
                 out.append(Change("message-added", name, f"new message {name} ({len(b.fields)} fields)",
@@ -469,7 +503,7 @@ def diff(old: Manifest, new: Manifest, *, modules: bool = True) -> Diff:
             else:
                 out.append(Change("struct-removed", name, f"{a.role} struct {name} removed", FULL, FULL))
         else:
-            _StructDiff(name, a, b if modules else _with_module(b, a.module), out).run()
+            _StructDiff(name, a, b if modules else _with_module(b, a.module), out, new_modules, old_names).run()
     for name in sorted(set(old.enums) | set(new.enums)):
         a, b = old.enums.get(name), new.enums.get(name)
         if a is None:
@@ -479,9 +513,7 @@ def diff(old: Manifest, new: Manifest, *, modules: bool = True) -> Diff:
             out.append(Change("enum-removed", name, f"enum {name} removed", FULL, FULL))
             continue
         if modules and a.module != b.module:
-            out.append(Change("class-moved", name, f"{a.module} -> {b.module} (pickle readers of the old version "
-                              "cannot find it; BACKWARD only while the old module still re-exports it)",
-                              FULL, BACKWARD))
+            out.append(_class_moved(name, a.module, b.module, new_modules))
         by_value_a = {json.dumps(v): k for k, v in a.members.items()}
         by_value_b = {json.dumps(v): k for k, v in b.members.items()}
         for member in sorted(set(a.members) & set(b.members)):

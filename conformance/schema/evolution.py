@@ -117,6 +117,7 @@ def reach(manifest: Manifest, message: str) -> set[str]:
 
 def _relevant(result: Diff, old: Manifest, new: Manifest, message: str) -> list[Change]:
     subjects = reach(old, message) | reach(new, message)
+    subjects |= {result.renamed[s] for s in subjects if s in result.renamed}
     return [c for c in result.changes if c.subject in subjects]
 
 
@@ -228,10 +229,13 @@ class VersionSide:
     exists but no longer defines it is found there (the old module re-exports what moved
     away: the diff's assumption for class-moved)."""
 
-    def __init__(self, catalogue: Catalogue, *, reexports: bool = False) -> None:
+    def __init__(self, catalogue: Catalogue, *, reexports: bool = False, modules: frozenset = frozenset()) -> None:
         self.catalogue, self.reexports = catalogue, reexports
         self.manifest: Manifest = catalogue.manifest
         self.classes = catalogue.classes
+        # the modules its process has: its manifest's, and `modules` (a hybrid reader runs in the other release)
+        self.modules = frozenset(s.module for s in [*self.manifest.structs.values(),
+                                                    *self.manifest.enums.values()]) | modules
 
     def value(self, message: str, variant: str) -> Any:
         return ValueBuilder(self.manifest, self.classes, variant).instance(message)
@@ -300,8 +304,8 @@ class _ReaderUnpickler(pickle.Unpickler):
     def __init__(self, data: bytes, writer: Any, reader: Any) -> None:
         super().__init__(io.BytesIO(data))
         self.writer, self.reader = writer, reader
-        self.reader_modules = {s.module for s in reader.manifest.structs.values()} | {
-            e.module for e in reader.manifest.enums.values()}
+        self.reader_modules = getattr(reader, "modules", None) or (
+            {s.module for s in reader.manifest.structs.values()} | {e.module for e in reader.manifest.enums.values()})
 
     def find_class(self, module: str, name: str) -> Any:
         cls = self.writer.classes.get(name)

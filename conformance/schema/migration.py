@@ -19,6 +19,7 @@ from typing import Optional
 
 from conformance.schema.diff import diff
 from conformance.schema.manifest import Manifest, StructSpec, parse
+from conformance.schema.renames import struct_renames
 
 __all__ = ["FieldNote", "Migration", "StructMigration", "is_dataclass_catalogue", "migration", "render_text"]
 
@@ -124,42 +125,6 @@ def _era(m: Manifest) -> str:
     return "dataclasses, pickle" if is_dataclass_catalogue(m) else "msgspec structs"
 
 
-def _similar(a: str, b: str) -> bool:
-    """Names of one struct across a rename: one extends the other, or they are close."""
-    from difflib import SequenceMatcher
-
-    return a.startswith(b) or b.startswith(a) or SequenceMatcher(None, a, b).ratio() >= 0.8
-
-
-def struct_renames(source: Manifest, target: Manifest) -> dict[str, str]:
-    """Structs only in `source` paired with structs only in `target` of the same role, a similar
-    name and mostly the same fields of their own (at least half of each side's names shared;
-    fields from a base class do not count: a rename often comes with a new base), best match first."""
-    gone = [n for n in source.structs if n not in target.structs and n not in _HTTP_SIDE]
-    new = [n for n in target.structs if n not in source.structs]
-    scored = []
-    for a in gone:
-        fa = _own_fields(source, a)
-        for b in new:
-            fb = _own_fields(target, b)
-            shared = len(fa & fb)
-            if (_similar(a, b) and source.structs[a].role == target.structs[b].role
-                    and shared * 2 >= max(len(fa), len(fb), 1)):
-                scored.append((-shared / max(len(fa | fb), 1), a, b))
-    pairs: dict[str, str] = {}
-    for _, a, b in sorted(scored):
-        if a not in pairs and b not in pairs.values():
-            pairs[a] = b
-    return pairs
-
-
-def _own_fields(manifest: Manifest, name: str) -> set[str]:
-    spec = manifest.structs[name]
-    base = manifest.structs.get(spec.base or "")
-    inherited = {f.name for f in base.fields} if base else set()
-    return {f.name for f in spec.fields} - inherited
-
-
 def _renamed_as(manifest: Manifest, renames: dict[str, str]) -> Manifest:
     """The manifest with each struct renamed (and the fields that name it retyped)."""
     import re
@@ -190,7 +155,7 @@ def _only_typecode(detail: str) -> bool:
 
 def migration(source: Manifest, target: Manifest) -> Migration:
     """What it takes to move the catalogue `source` onto `target` (one of them dataclasses)."""
-    renames = struct_renames(source, target)
+    renames = struct_renames(source, target, skip=_HTTP_SIDE)
     source = _renamed_as(original := source, renames)
     result = diff(source, target, modules=False)
     by_struct: dict[str, StructMigration] = {}

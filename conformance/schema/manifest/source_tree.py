@@ -147,7 +147,11 @@ def locate(path: Path, module: Optional[str]) -> Located:
     # A directory: a package (its parent is the root) or a checkout (io_struct somewhere below).
     root = _package_root(path / "__init__.py") if (path / "__init__.py").exists() else path
     wanted = module or DEFAULT_MODULE
-    candidates = [root] + [p.parent for p in sorted(root.glob("*/" + wanted.split(".")[0] + "/__init__.py"))]
+    # The module's file at the top or one or two levels down (SGLang's checkout keeps it under python/).
+    relative = wanted.replace(".", "/") + ".py"
+    found = [Path(*p.parts[:len(p.parts) - len(relative.split("/"))])
+             for pattern in (relative, "*/" + relative, "*/*/" + relative) for p in sorted(root.glob(pattern))]
+    candidates = [root] + [c for c in found if c != root]
     for candidate in candidates:
         tree = _from_directory(candidate)
         if wanted in tree:
