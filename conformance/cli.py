@@ -176,13 +176,14 @@ def _schema_verify(args: argparse.Namespace) -> int:
     else:
         print("error: give OLD and NEW, or --all", file=sys.stderr)
         return 2
-    contradicted, records = 0, []
+    contradicted, records, results = 0, [], []
     for old, new in pairs:
         try:
             result = verify(old, new)
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+        results.append(result)
         if args.format == "json":
             records.append(to_dict(result))
         else:
@@ -190,6 +191,12 @@ def _schema_verify(args: argparse.Namespace) -> int:
         contradicted += len(result.contradictions())
     if args.format == "json":
         sys.stdout.write(json.dumps(records, indent=1) + "\n")
+    if args.write_silent:
+        from conformance.schema.evolution import write_silent
+
+        write_silent(Path(args.write_silent), results)
+        print(f"schema verify: silent exchanges of {len(results)} pair(s) recorded in {args.write_silent}",
+              file=sys.stderr)
     if contradicted:
         print(f"schema verify: {contradicted} exchange(s) contradict the schema diff", file=sys.stderr)
     return 1 if contradicted else 0
@@ -344,6 +351,8 @@ def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
     sv.add_argument("--consecutive", action="store_true", help="with --all: each release with the next, and the "
                     "first with the last (n pairs instead of n(n-1)/2)")
     sv.add_argument("--every", action="store_true", help="print every exchange, not only those that fail")
+    sv.add_argument("--write-silent", metavar="FILE", help="record each pair's silent exchanges in FILE (JSON; "
+                    "spec/diffs/silent.json is the reviewed record of the bundled releases)")
     sv.add_argument("--format", choices=["text", "json"], default="text",
                     help="json: every exchange with its outcome, evidence, the diff's level and rules")
     sv.set_defaults(func=_schema_verify)

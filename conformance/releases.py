@@ -25,6 +25,7 @@ class Choice:
     manifest: Optional[str]  # a bundled id; None: the implementation's live catalogue
     expectations: Optional[str]  # the label of the bundled expected-failure list, None: no list
     note: str = ""  # the run header's line ('' for a release that is bundled)
+    nearest: Optional[str] = None  # a development install: the bundled release it is compared with
 
 
 def choose(manifest_id: str, bundled_manifests: Iterable[str], bundled_lists: Iterable[str]) -> Choice:
@@ -33,13 +34,22 @@ def choose(manifest_id: str, bundled_manifests: Iterable[str], bundled_lists: It
     manifests, lists = list(bundled_manifests), list(bundled_lists)
     implementation, version = split_id(manifest_id)
     if manifest_id in manifests:
-        return Choice(manifest_id, manifest_id if manifest_id in lists else None)
+        if manifest_id in lists:
+            return Choice(manifest_id, manifest_id)
+        # a bundled release without a list of its own (only some are run against the real thing):
+        # the nearest release's known defects are the best guess, said so
+        nearest_list = nearest_release(implementation, version, lists)
+        if nearest_list is None:
+            return Choice(manifest_id, None)
+        return Choice(manifest_id, nearest_list,
+                      f"{manifest_id} has no expected-failure list of its own: using {nearest_list}'s, the nearest "
+                      f"(choose with --expectations ID|PATH)")
     nearest = nearest_release(implementation, version, manifests)
     if nearest is None:
         return Choice(None, None, f"{manifest_id}: no bundled release of {implementation}; running against its "
                                   f"live catalogue, with no expected-failure list")
-    listed = nearest in lists
-    expected = f"the expected failures of {nearest}" if listed else f"no expected-failure list ({nearest} has none)"
-    return Choice(None, nearest if listed else None,
-                  f"{manifest_id} is not a bundled release: running against its live catalogue, with {expected}, "
-                  f"the nearest bundled release (choose with --manifest ID|PATH --expectations ID|PATH)")
+    listed = nearest if nearest in lists else nearest_release(implementation, version, lists)
+    expected = f"the expected failures of {listed}" if listed else "no expected-failure list (none is bundled)"
+    note = (f"{manifest_id} is not a bundled release: running against its live catalogue, with {expected}, "
+            f"the nearest bundled release (choose with --manifest ID|PATH --expectations ID|PATH)")
+    return Choice(None, listed, note, nearest=nearest)

@@ -87,7 +87,11 @@ def test_nearest_release(version, nearest):
 def test_a_bundled_release_runs_against_itself():
     choice = choose("sglang-0.5.23", ["sglang-0.5.22", "sglang-0.5.23"], ["sglang-0.5.23"])
     assert (choice.manifest, choice.expectations, choice.note) == ("sglang-0.5.23", "sglang-0.5.23", "")
-    assert choose("sglang-0.5.22", ["sglang-0.5.22", "sglang-0.5.23"], ["sglang-0.5.23"]).expectations is None
+    # a bundled release without a list of its own borrows the nearest release's, and says so
+    choice = choose("sglang-0.5.22", ["sglang-0.5.22", "sglang-0.5.23"], ["sglang-0.5.23"])
+    assert (choice.manifest, choice.expectations) == ("sglang-0.5.22", "sglang-0.5.23")
+    assert "no expected-failure list of its own: using sglang-0.5.23's" in choice.note
+    assert choose("sglang-0.5.22", ["sglang-0.5.22"], []).expectations is None
 
 
 @pytest.mark.parametrize("version", ["0.5.24.dev0", "0.5.23+local"])
@@ -98,9 +102,12 @@ def test_a_development_install_runs_its_live_catalogue_with_the_nearest_list(ver
     assert "--manifest ID|PATH --expectations ID|PATH" in choice.note
 
 
-def test_the_nearest_release_without_a_list_gives_none():
+def test_the_nearest_release_without_a_list_borrows_the_nearest_list():
     choice = choose("sglang-0.5.22.dev0", ["sglang-0.5.22", "sglang-0.5.23"], ["sglang-0.5.23"])
-    assert choice.manifest is None and choice.expectations is None and "sglang-0.5.22 has none" in choice.note
+    assert choice.manifest is None and choice.expectations == "sglang-0.5.23"
+    assert "expected failures of sglang-0.5.23" in choice.note
+    none = choose("sglang-0.5.22.dev0", ["sglang-0.5.22"], [])
+    assert none.expectations is None and "none is bundled" in none.note
 
 
 def test_expectations_by_id_or_path(tmp_path):

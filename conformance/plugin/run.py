@@ -154,7 +154,12 @@ class ConformanceRun:
             live = ipc.live_manifest
         except NotImplementedError:
             return lines
-        differs = live_differs_line(live, ipc.manifest, self.options["impl"])
+        against = ipc.manifest
+        if ipc.choice is not None and ipc.choice.nearest and ipc.choice.manifest is None:
+            from conformance.schema.manifest import load_manifest
+
+            against = load_manifest(ipc.choice.nearest)  # a development install: how it differs from its release
+        differs = live_differs_line(live, against, self.options["impl"])
         return lines + ([differs] if differs else [])
 
     @cached_property

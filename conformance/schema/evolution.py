@@ -27,6 +27,7 @@ import pickle
 import re
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 import msgspec
@@ -39,7 +40,7 @@ from conformance.schema.values import EXCHANGE_VARIANTS, ValueBuilder
 
 __all__ = ["Exchange", "ImplementationSide", "PeerCheck", "Verification", "VersionSide", "DIRECTIONS",
            "PEER_DIRECTIONS", "TRANSPORTS", "OK", "LOUD", "SILENT", "bundled_pairs", "exchange", "reach",
-           "render_text", "to_dict", "verify"]
+           "render_text", "silent_record", "to_dict", "verify", "write_silent"]
 
 OK, LOUD, SILENT = "ok", "loud", "silent"
 DIRECTIONS = ("backward", "forward")  # backward: new reads old; forward: old reads new
@@ -561,6 +562,30 @@ def render_text(result: Verification, *, every: bool = False) -> str:
     lines.append("silently wrong: " + (", ".join(f"{e.message} {e.direction} {e.transport}" for e in silent)
                                        if silent else "none"))
     return "\n".join(lines) + "\n"
+
+
+def silent_record(result: Verification) -> list[dict]:
+    """The silent exchanges of a verification, once each (message or changed subject, direction,
+    transport), with the first evidence: what spec/diffs/silent.json records per release pair."""
+    seen: dict[tuple, str] = {}
+    for e in result.silent():
+        seen.setdefault((e.message, e.direction, e.transport), e.evidence.splitlines()[0][:200])
+    return [{"subject": m, "direction": d, "transport": t, "evidence": ev} for (m, d, t), ev in sorted(seen.items())]
+
+
+def write_silent(path: Path, results: list[Verification]) -> None:
+    """Record each pair's silent exchanges in `path` (JSON, keyed "OLD..NEW"), keeping other pairs."""
+    record = json.loads(path.read_text()) if path.exists() else {}
+    record.update({f"{r.old}..{r.new}": silent_record(r) for r in results})
+    path.write_text(json.dumps(dict(sorted(record.items(), key=lambda kv: _pair_key(kv[0]))), indent=1,
+                               ensure_ascii=False) + "\n")
+
+
+def _pair_key(pair: str) -> tuple:
+    from conformance.schema.diff import _version_key
+
+    old, new = pair.split("..")
+    return tuple(_version_key(i.split("-", 1)[-1]) for i in (old, new))
 
 
 def to_dict(result: Verification) -> dict:
