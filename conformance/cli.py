@@ -272,7 +272,7 @@ def _golden_diff(args: argparse.Namespace) -> int:
     from conformance.schema.manifest import load_manifest
 
     old, new = load_manifest(args.old), load_manifest(args.new)  # UsageError: one line, exit 2
-    sys.stdout.write(render_text(golden_diff(old, new)))
+    sys.stdout.write(render_text(golden_diff(old, new), fields=args.fields or None))
     return 0
 
 
@@ -390,6 +390,8 @@ def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
                            "decoded values of each changed case, messages added and removed (NEW need not be bundled)")
     gd.add_argument("old", help="manifest file or bundled id (sglang-0.5.22)")
     gd.add_argument("new", help="manifest file or bundled id")
+    gd.add_argument("--fields", type=int, default=12, metavar="N",
+                    help="changed fields shown per case (default 12; 0: all)")
     gd.set_defaults(func=_golden)
 
     sm = sub.add_parser("smoke", help="a quick check that an implementation (e.g. a cmd: testee) is wired up")

@@ -144,3 +144,20 @@ def test_cli_bad_input_is_one_line_and_exit_2(args, message):
     out = subprocess.run([sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.count("\n") == 1 and message in out.stderr and "Traceback" not in out.stderr, out.stderr
+
+
+def test_an_inserted_field_is_shown_first_and_the_renumbered_rest_is_cut(tmp_path):
+    """The canonical values follow positions: inserting a field renumbers those after it. The
+    review leads with the inserted field and cuts the rest to a count."""
+    def insert(doc: dict) -> None:
+        fields = doc["structs"]["TokenizedGenerateReqInput"]["fields"]
+        fields.insert(8, {"name": "priority_class", "type": "Optional[str]", "default": {"kind": "value"}})
+
+    result = golden_diff(load_manifest(BASE), load_manifest(_edited(tmp_path, insert)))
+    typical = next(c for c in result.changed if (c.struct, c.variant) == ("TokenizedGenerateReqInput", "typical"))
+    assert len(typical.fields) > 12
+    text = render_text(result).splitlines()
+    at = text.index(next(line for line in text if line.startswith("~ TokenizedGenerateReqInput.typical")))
+    assert text[at + 1].startswith("    priority_class: (absent) -> ")
+    assert text[at + 13].startswith(f"    ... and {len(typical.fields) - 12} more changed fields")
+    assert len(render_text(result, fields=None).splitlines()) > len(text)

@@ -230,8 +230,10 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def render_text(result: GoldenDiff) -> str:
-    """The review: a summary line first, then nothing for a vector that did not change."""
+def render_text(result: GoldenDiff, fields: Optional[int] = 12) -> str:
+    """The review: a summary line first, then nothing for a vector that did not change, and at
+    most `fields` changed fields per case (None: all). The canonical values follow field
+    positions, so a field inserted into an array_like struct renumbers every value after it."""
     if result.empty:
         return result.summary() + "\n"
     lines = [result.summary()]
@@ -249,6 +251,12 @@ def render_text(result: GoldenDiff) -> str:
         else:
             lines.append(f"~ {c.struct}.{c.variant}: same {c.new_size} bytes (sha256 {c.new_sha256[:16]}), "
                          "another value")
-        for f in c.fields:
+        # fields that exist on one side only (added, removed) first: they are the change itself
+        ordered = sorted(c.fields, key=lambda f: not (f.old is ABSENT or f.new is ABSENT))
+        shown = ordered if fields is None else ordered[:fields]
+        for f in shown:
             lines.append(f"    {f.path}: {_show(f.old)} -> {_show(f.new)}")
+        if len(shown) < len(c.fields):
+            lines.append(f"    ... and {len(c.fields) - len(shown)} more changed fields (the values follow field "
+                         f"positions: an inserted field renumbers those after it; all: --fields 0)")
     return "\n".join(lines) + "\n"
