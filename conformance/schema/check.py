@@ -151,7 +151,9 @@ def check(live: Manifest, baseline: Manifest, *, prove: bool = True, modules: bo
             raise UsageError(str(exc)) from None
         for e in verification.changes + verification.exchanges:
             exchanges.setdefault(e.message, []).append(e)
-    rows = [_row(c, exchanges.get(c.subject, []), prove) for c in result.changes]
+    # a struct only one side has is carried by messages: their exchanges are its proof
+    carried = {n: [e for m in result.carried_by.get(n, []) for e in exchanges.get(m, [])] for n in result.carried_by}
+    rows = [_row(c, exchanges.get(c.subject) or carried.get(c.subject, []), prove) for c in result.changes]
     named = {r.subject for r in rows}
     for subject, found in sorted(exchanges.items()):  # a message contradicted with no change of its own
         bad = [e for e in found if e.contradiction]
