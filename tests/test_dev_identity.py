@@ -115,6 +115,7 @@ def test_expectations_by_id_or_path(tmp_path):
     own = tmp_path / "mine.txt"
     own.write_text("")
     assert expectations.resolve(str(own)) == own
+    assert expectations.resolve(os.devnull) == Path(os.devnull)  # no list at all
     with pytest.raises(UsageError, match="no expected-failure list 'nosuch'.*sglang-0.5.23"):
         expectations.resolve("nosuch")
     assert expectations.resolve(str(tmp_path / "new.txt"), new_ok=True) == tmp_path / "new.txt"

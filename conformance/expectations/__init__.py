@@ -214,7 +214,7 @@ def resolve(spec: str, *, new_ok: bool = False) -> Path:
     from conformance.errors import UsageError
 
     path = Path(spec)
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # a file, or /dev/null: no list
         return path
     if (HERE / f"{spec}.txt").is_file() and "/" not in spec:
         return HERE / f"{spec}.txt"

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import msgspec
 
+from conformance.schema.manifest.messages import message_union
 from conformance.schema.manifest.model import Default, EnumSpec, Field, Manifest, StructSpec
 from conformance.schema.manifest.typeexpr import T, canonical, render
 
@@ -385,22 +386,10 @@ def extract_with_classes(
     ex = _Extractor(array_typecode)
     if dataclass_catalogue or any(dataclasses.is_dataclass(c) for c in [*root_classes, *registered]):
         ex.opaque = []
-    union: list[type] = []
     for root in root_classes:
-        subs = list(_all_subclasses(root))
         ex.add_struct(root)
-        for cls in subs or [root]:
-            if cls not in union:
-                union.append(cls)
-    for cls in registered:
-        if cls not in union:
-            union.append(cls)
-    if dataclass_catalogue:
-        # The HTTP-side request (GenerateReqInput) is tokenized before it crosses a process
-        # (TokenizedGenerateReqInput): no IPC message, as 0.5.15+ leave it out of _all_types.
-        names = {c.__name__ for c in union}
-        union = [c for c in union if "Tokenized" + c.__name__ not in names]
-    union = [c for c in union if c.__name__ not in exclude]
+    union = message_union(root_classes, registered, _all_subclasses, lambda c: c.__name__,
+                          dataclass_catalogue=dataclass_catalogue, exclude=exclude)
     for cls in union:
         ex.add_struct(cls)
 

@@ -14,6 +14,7 @@ import platform
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
+from conformance.schema.manifest.messages import message_union
 from conformance.schema.manifest.model import Manifest, StructSpec
 from conformance.schema.manifest.source_reader import ClassReader, SourceError
 from conformance.schema.manifest.source_resolve import Alias, External, Function, TreeClass, Unresolvable
@@ -83,20 +84,10 @@ class _Catalogue:
                      if isinstance(b, TreeClass) and reader.is_dataclass(b)]
         if dataclass_catalogue or any(reader.is_dataclass(c) for c in [*roots, *registered]):
             reader.opaque = []
-        union: List[TreeClass] = []
         for root in roots:
-            subs = list(self._all_subclasses(root))
             reader.add_struct(root)
-            for cls in subs or [root]:
-                if cls not in union:
-                    union.append(cls)
-        for cls in registered:
-            if cls not in union:
-                union.append(cls)
-        if dataclass_catalogue:  # the HTTP-side requests: see extract.py
-            names = {c.name for c in union}
-            union = [c for c in union if "Tokenized" + c.name not in names]
-        union = [c for c in union if c.name not in exclude]
+        union = message_union(roots, registered, self._all_subclasses, lambda c: c.name,
+                              dataclass_catalogue=dataclass_catalogue, exclude=exclude)
         for cls in union:
             reader.add_struct(cls)
         return union, primitives, roots
