@@ -36,7 +36,7 @@ def latest():
 def test_every_bundled_manifest_has_full_value_class_coverage(catalogue):
     result = measure_edges(catalogue.manifest, edge_sends(catalogue.manifest, catalogue.classes))
     assert not result.uncovered(), result.render(limit=30)
-    assert result.counts()[1] > 2500  # the manifests have ~3000 quadruples: the walk found them
+    assert result.counts()[1] > 2000  # the manifests have 2400-3000 quadruples: the walk found them
     assert set(result.by_class()) == {c.name for c in CLASSES}
 
 

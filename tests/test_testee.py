@@ -439,7 +439,9 @@ def test_smoke_names_a_replay_command_for_each_failure():
 
 # -- protocol 2: the decoded value's own view ---------------------------------------------------
 def _vector(name: str) -> bytes:
-    return (ROOT / "golden" / "sglang-0.5.23" / f"{name}.typical.msgpack").read_bytes()
+    from conformance.schema.golden import vector_paths
+
+    return vector_paths("sglang-0.5.23")[name, "typical"].read_bytes()
 
 
 def test_a_protocol_1_testee_skips_the_checks_that_need_the_view():

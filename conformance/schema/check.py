@@ -103,13 +103,11 @@ def live_catalogue(*, source: Optional[str] = None, manifest: Optional[str] = No
 
 
 def _from_source(path: str) -> Manifest:
+    from conformance.schema.manifest.extract import UnsupportedTypeError
+    from conformance.schema.manifest.source import extract_source
+
     if not Path(path).exists():
         raise UsageError(f"--source {path!r}: no such file or folder")
-    try:  # static extraction; lazily, it is the only place that needs it
-        from conformance.schema.manifest.source import extract_source
-    except ImportError as exc:
-        raise UsageError(f"--source needs static extraction (conformance.schema.manifest.source): {exc}") from None
-    from conformance.schema.manifest.extract import UnsupportedTypeError
 
     try:
         return extract_source(path, array_typecode="q")
