@@ -21,30 +21,30 @@ def edited(manifest_id: str = "sglang-0.5.23") -> Manifest:
     return msgspec.json.decode(json.dumps(data).encode(), type=Manifest)
 
 
-class DevInstall(ReferenceAdapter):
+class _InstalledSglang(ReferenceAdapter):
+    """The reference, claiming to be an installed `sglang` of version `installed`."""
+
+    name = "sglang"
+    installed = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.version = self.installed
+
+    def manifest_id(self) -> str:
+        return self.label  # sglang-<installed>, not the reference's MANIFEST_ID
+
+
+class DevInstall(_InstalledSglang):
     """`sglang 0.5.24.dev0`: no bundled manifest, no expected-failure list of its own."""
 
-    name = "sglang"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.version = "0.5.24.dev0"
-
-    def manifest_id(self) -> str:
-        return f"sglang-{self.version}"
+    installed = "0.5.24.dev0"
 
 
-class EditedRelease(ReferenceAdapter):
+class EditedRelease(_InstalledSglang):
     """`sglang 0.5.23` whose io_struct.py was edited: its live catalogue is not the release's."""
 
-    name = "sglang"
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.version = "0.5.23"
-
-    def manifest_id(self) -> str:
-        return "sglang-0.5.23"
+    installed = "0.5.23"
 
     def live_manifest(self) -> Manifest:
         return edited()

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import msgspec
 
-from conformance.schema.manifest.messages import message_union
+from conformance.schema.manifest.messages import message_union, struct_role
 from conformance.schema.manifest.model import Default, EnumSpec, Field, Manifest, StructSpec
 from conformance.schema.manifest.typeexpr import T, canonical, render
 
@@ -397,14 +397,8 @@ def extract_with_classes(
     specs: dict[str, StructSpec] = {}
     while ex.queue:
         cls = ex.queue.popleft()
-        if cls.__name__ == "PickleWrapper":
-            role = "wrapper"
-        elif cls.__name__ in union_names:
-            role = "message"
-        elif any(issubclass(s, cls) for s in union if s is not cls):
-            role = "base"
-        else:
-            role = "nested"
+        role = struct_role(cls.__name__, union_names,
+                           lambda: any(issubclass(s, cls) for s in union if s is not cls))  # noqa: B023
         specs[cls.__name__] = ex.struct_spec(cls, role)
 
     enums = {

@@ -7,7 +7,7 @@ from typing import Callable, Iterable, List, Sequence, TypeVar
 
 C = TypeVar("C")
 
-__all__ = ["message_union"]
+__all__ = ["message_union", "struct_role"]
 
 
 def message_union(roots: Sequence[C], registered: Sequence[C], subclasses: Callable[[C], Iterable[C]],
@@ -29,3 +29,13 @@ def message_union(roots: Sequence[C], registered: Sequence[C], subclasses: Calla
         union = [c for c in union if "Tokenized" + name(c) not in names]
     excluded = set(exclude)
     return [c for c in union if name(c) not in excluded]
+
+
+def struct_role(name: str, messages: set, is_base: Callable[[], bool]) -> str:
+    """A struct's role in the manifest: wrapper (PickleWrapper), message (in the union), base (a
+    parent of a message: `is_base`, asked only then) or nested (reached through fields)."""
+    if name == "PickleWrapper":
+        return "wrapper"
+    if name in messages:
+        return "message"
+    return "base" if is_base() else "nested"

@@ -14,7 +14,7 @@ import platform
 from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple, Union
 
-from conformance.schema.manifest.messages import message_union
+from conformance.schema.manifest.messages import message_union, struct_role
 from conformance.schema.manifest.model import Manifest, StructSpec
 from conformance.schema.manifest.source_reader import ClassReader, SourceError
 from conformance.schema.manifest.source_resolve import Alias, External, Function, TreeClass, Unresolvable
@@ -97,14 +97,7 @@ class _Catalogue:
         specs: dict[str, StructSpec] = {}
         while reader.queue:
             cls = reader.queue.popleft()
-            if cls.name == "PickleWrapper":
-                role = "wrapper"
-            elif cls.name in names:
-                role = "message"
-            elif any(cls in reader.mro(s)[1:] for s in union):
-                role = "base"
-            else:
-                role = "nested"
+            role = struct_role(cls.name, names, lambda: any(cls in reader.mro(s)[1:] for s in union))  # noqa: B023
             specs[cls.name] = reader.struct_spec(cls, role)
         return specs
 
