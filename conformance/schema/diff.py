@@ -476,7 +476,7 @@ def diff(old: Manifest, new: Manifest, *, modules: bool = True) -> Diff:
         carriers.setdefault(name, set()).update(messages)
     result.carried_by = {n: sorted(m) for n, m in sorted(carriers.items())
                          if (new.structs.get(n) or old.structs.get(n)).role != "message"}
-    new_modules = frozenset(s.module for s in [*new.structs.values(), *new.enums.values()]) | {new.module}
+    new_modules = new.modules | {new.module}
     old_names = frozenset(old.structs) | frozenset(old.enums)
     renamed = result.renamed = {a: b for a, b in struct_renames(old, new).items() if old.structs[a].role == "message"}
     for name in sorted(set(old.structs) | set(new.structs)):

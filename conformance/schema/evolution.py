@@ -235,8 +235,7 @@ class VersionSide:
         self.manifest: Manifest = catalogue.manifest
         self.classes = catalogue.classes
         # the modules its process has: its manifest's, and `modules` (a hybrid reader runs in the other release)
-        self.modules = frozenset(s.module for s in [*self.manifest.structs.values(),
-                                                    *self.manifest.enums.values()]) | modules
+        self.modules = self.manifest.modules | modules
 
     def value(self, message: str, variant: str) -> Any:
         return ValueBuilder(self.manifest, self.classes, variant).instance(message)
@@ -305,8 +304,7 @@ class _ReaderUnpickler(pickle.Unpickler):
     def __init__(self, data: bytes, writer: Any, reader: Any) -> None:
         super().__init__(io.BytesIO(data))
         self.writer, self.reader = writer, reader
-        self.reader_modules = getattr(reader, "modules", None) or (
-            {s.module for s in reader.manifest.structs.values()} | {e.module for e in reader.manifest.enums.values()})
+        self.reader_modules = getattr(reader, "modules", None) or reader.manifest.modules
 
     def find_class(self, module: str, name: str) -> Any:
         cls = self.writer.classes.get(name)

@@ -61,7 +61,7 @@ def verify_each_change(old: Manifest, new: Manifest, result: Diff,
             writer = sides["old"] if direction == "backward" else sides["new"]
             other = new if direction == "backward" else old
             reader = VersionSide(catalogue_for(hybrid(writer.manifest, other, subject)),
-                                 reexports=direction == "backward", modules=_modules(other))
+                                 reexports=direction == "backward", modules=other.modules)
             carriers = [m.name for m in writer.manifest.messages if subject in reach(writer.manifest, m.name)]
             for transport in transports:
                 level = meet(*(getattr(c, transport) for c in changes))
@@ -69,10 +69,6 @@ def verify_each_change(old: Manifest, new: Manifest, result: Diff,
                 outcome, evidence = _worst(writer, reader, carriers, transport)
                 out.append(Exchange(subject, direction, transport, outcome, evidence, level, bad))
     return out
-
-
-def _modules(manifest: Manifest) -> frozenset:
-    return frozenset(s.module for s in [*manifest.structs.values(), *manifest.enums.values()])
 
 
 def _worst(writer: VersionSide, reader: VersionSide, carriers: list[str], transport: str) -> tuple[str, str]:

@@ -97,6 +97,11 @@ class Manifest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, d
         return any(s.options.get("dataclass") for s in self.structs.values())
 
     @property
+    def modules(self) -> frozenset:
+        """The modules its structs and enums live in (pickle names a class by its module)."""
+        return frozenset(s.module for s in [*self.structs.values(), *self.enums.values()])
+
+    @property
     def messages(self) -> List[StructSpec]:
         return [s for s in self.structs.values() if s.role == "message"]
 
