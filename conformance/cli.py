@@ -169,6 +169,8 @@ def _schema_verify(args: argparse.Namespace) -> int:
     from conformance.schema.evolution import bundled_pairs, render_text, to_dict, verify
     from conformance.schema.manifest import load_manifest
 
+    if args.write_silent and not Path(args.write_silent).parent.is_dir():  # before minutes of work
+        raise UsageError(f"--write-silent {args.write_silent}: no folder {Path(args.write_silent).parent}")
     if args.all:
         pairs = [(load_manifest(a), load_manifest(b)) for a, b in bundled_pairs(transitive=not args.consecutive)]
     elif args.old and args.new:

@@ -139,6 +139,7 @@ def test_cli_diffs_a_manifest_file_that_is_not_bundled(tmp_path, capsys):
 @pytest.mark.parametrize("args, message", [
     (["golden", "diff", "sglang-0.0.0", BASE], "no manifest 'sglang-0.0.0'"),
     (["golden", "diff", BASE, "/nonexistent/m.json"], "no manifest '/nonexistent/m.json'"),
+    (["golden", "diff", "sglang-0.5.14", BASE], "sglang-0.5.14 is a dataclass catalogue (pickle only)"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(args, message):
     out = subprocess.run([sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Optional
 
-from conformance.schema.golden.store import cases, read_index
+from conformance.schema.golden.store import cases, read_index, require_wire
 from conformance.schema.manifest import Manifest
 
 __all__ = [
@@ -126,6 +126,7 @@ def recorded_vectors(manifest_id: str, root: Path) -> Optional[dict[CaseKey, Vec
 
 def golden_diff(old: Manifest, new: Manifest) -> GoldenDiff:
     """The vector changes from old to new, both built in memory from the manifests."""
+    require_wire(old), require_wire(new)
     return diff_vectors(old.id, manifest_vectors(old), new.id, manifest_vectors(new))
 
 

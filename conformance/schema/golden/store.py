@@ -179,13 +179,16 @@ class Problem:
         return f"{self.kind}: {self.path}" + (f" ({self.detail})" if self.detail else "")
 
 
+def require_wire(manifest: Manifest) -> Manifest:
+    """The manifest, when it has golden vectors: a dataclass catalogue (pickle only) has none."""
+    if manifest.is_dataclass_catalogue:
+        raise UsageError(f"{manifest.id} is a dataclass catalogue (pickle only): golden vectors are msgpack, it has "
+                         f"none; `ipc-conformance schema diff {manifest.id} <release>` is its migration report")
+    return manifest
+
+
 def _manifests(ids: Optional[Iterable[str]]) -> list[Manifest]:
-    manifests = [load_manifest(i) for i in (ids if ids is not None else wire_manifests())]
-    for m in manifests:
-        if m.is_dataclass_catalogue:
-            raise UsageError(f"{m.id} is a dataclass catalogue (pickle only): golden vectors are msgpack, "
-                             f"it has none; `ipc-conformance schema diff {m.id} <release>` is its migration report")
-    return manifests
+    return [require_wire(load_manifest(i)) for i in (ids if ids is not None else wire_manifests())]
 
 
 def _files(folder: Path) -> set[str]:
