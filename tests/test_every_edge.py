@@ -16,14 +16,14 @@ from conformance.coverage import edge_universe, measure_edges
 from conformance.every_edge import EveryEdgeBuilder, as_received, edge_messages, edge_sends
 from conformance.schema.golden import from_view, to_view
 from conformance.schema.golden.catalogue import catalogue_for
-from conformance.schema.manifest import bundled_manifests, load_manifest
+from conformance.schema.manifest import load_manifest, wire_manifests
 from conformance.schema.manifest.model import Manifest
 from conformance.value_classes import CLASSES, by_name, identity
 
 LOGPROBS = ("BatchStrOutput", "output_token_logprobs_val", "List[].List[].float")
 
 
-@pytest.fixture(scope="module", params=bundled_manifests())
+@pytest.fixture(scope="module", params=wire_manifests())
 def catalogue(request):
     return catalogue_for(load_manifest(request.param))
 

@@ -398,7 +398,7 @@ def extract_with_classes(
     while ex.queue:
         cls = ex.queue.popleft()
         role = struct_role(cls.__name__, union_names,
-                           lambda: any(issubclass(s, cls) for s in union if s is not cls))  # noqa: B023
+                           lambda: any(issubclass(s, cls) for s in union if s is not cls))  # noqa: B023 - called at once, inside this iteration
         specs[cls.__name__] = ex.struct_spec(cls, role)
 
     enums = {

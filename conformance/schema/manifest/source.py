@@ -97,7 +97,7 @@ class _Catalogue:
         specs: dict[str, StructSpec] = {}
         while reader.queue:
             cls = reader.queue.popleft()
-            role = struct_role(cls.name, names, lambda: any(cls in reader.mro(s)[1:] for s in union))  # noqa: B023
+            role = struct_role(cls.name, names, lambda: any(cls in reader.mro(s)[1:] for s in union))  # noqa: B023 - called at once, inside this iteration
             specs[cls.name] = reader.struct_spec(cls, role)
         return specs
 
