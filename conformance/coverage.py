@@ -86,7 +86,7 @@ def edge_positions(t: T, manifest: Manifest, path: str = "") -> list[tuple[str, 
                 *edge_positions(t.args[1], manifest, _join(path, "Dict{value}"))]
     if k in ("None", "Literal") or (k == "Ref" and t.name != "PickleWrapper"):
         return []  # no edge values of their own (enums, Literals, structs, None)
-    return [(_join(path, t.name if k == "Ref" else k), t)]
+    return [(_join(path, t.ref if k == "Ref" else k), t)]
 
 
 def _hashable_any(label: str, node: T) -> bool:
@@ -110,7 +110,7 @@ def edge_universe(manifest: Manifest, message: str) -> list[Quad]:
             for label in class_positions(f.type_expr, manifest, vc)]
 
 
-def _required_identities(node: T, class_name: str) -> set[tuple]:
+def _required_identities(node: T, class_name: str) -> set[tuple[Any, ...]]:
     from conformance.value_classes import CONTAINER_KINDS, by_name, identity
 
     vc = by_name(class_name)
@@ -144,7 +144,7 @@ class _Observer:
         self.manifest = manifest
         self.seen: set[Triple] = set()
         #: (struct, field, position) -> identities of the values seen there (value-class coverage)
-        self.values: dict[Triple, set[tuple]] = {}
+        self.values: dict[Triple, set[tuple[Any, ...]]] = {}
 
     def _note(self, where: tuple[str, str], label: str, v: Any) -> None:
         from conformance.value_classes import identity
@@ -158,7 +158,9 @@ class _Observer:
 
     def _value(self, v: Any, t: T, path: str, where: tuple[str, str]) -> None:
         k = t.kind
-        hit = lambda segment: self.seen.add((*where, _join(path, segment)))
+        def hit(segment: str) -> None:
+            self.seen.add((*where, _join(path, segment)))
+
         if k == "Union":
             arm = _arm_of(v, t.args)
             if arm is not None:
@@ -383,7 +385,7 @@ def measure_edges(manifest: Manifest, sent: Mapping[str, Mapping[str, Iterable[A
         required = edge_universe(manifest, spec.name)
         nodes = {(s, f.name, label): node for s in reachable(manifest, spec.name) if s != "PickleWrapper"
                  for f in manifest.structs[s].fields for label, node in edge_positions(f.type_expr, manifest)}
-        seen: dict[str, dict[Triple, set[tuple]]] = {}
+        seen: dict[str, dict[Triple, set[tuple[Any, ...]]]] = {}
         for name in {q[3] for q in required}:
             observer = _Observer(manifest)
             for value in sent.get(name, {}).get(spec.name, ()):

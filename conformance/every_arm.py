@@ -146,7 +146,7 @@ class EveryArmBuilder:
         return any(nested_twice & self._reach(name) for name in t.refs() if name in self.manifest.structs)
 
     def _ref(self, name: str, index: int, seed: int) -> Any:
-        target = self.classes[name]
+        target: Any = self.classes[name]
         if isinstance(target, type) and issubclass(target, enum.Enum):
             members = list(target)
             return members[index % len(members)]

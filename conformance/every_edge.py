@@ -122,7 +122,7 @@ class EveryEdgeBuilder(EveryArmBuilder):
             return self._dict(t, seed)
         return super().value(t, index, seed)
 
-    def _dict(self, t: T, seed: int) -> dict:
+    def _dict(self, t: T, seed: int) -> dict[str, Any]:
         """Filled as EveryArm fills it, but with distinct keys: where the class has fewer key
         values than the dict needs entries ("" is one str), the other keys are ordinary ones."""
         key_t, value_t = t.args

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Optional
+from typing import Any, Literal, Optional, Union
 
 from conformance.adapters import Adapter, load_adapter
 from conformance.releases import Choice
 from conformance.schema.manifest import Manifest, load_manifest
 from conformance.schema.values import VARIANTS, ValueBuilder
+from conformance.transport import TRANSPORTS, Transport
 
 
 @dataclass
 class Session:
     impl: str = "reference"
-    transport: str = "both"
+    transport: Union[Transport, Literal["both"]] = "both"
     manifest_id: Optional[str] = None
     profile: str = "dev"
     peer: Optional[str] = None  # a bundled release the Peer checks exchange messages with
@@ -42,12 +43,12 @@ class Session:
             try:
                 return self.live_manifest
             except NotImplementedError:
-                return load_manifest(self.adapter.manifest_id())  # the error that names the unknown id
+                return load_manifest(self.adapter.manifest_id() or "")  # the error that names the unknown id
         return load_manifest(self.choice.manifest)
 
     @cached_property
-    def transports(self) -> tuple[str, ...]:
-        chosen = ("pickle", "msgpack") if self.transport == "both" else (self.transport,)
+    def transports(self) -> tuple[Transport, ...]:
+        chosen = TRANSPORTS if self.transport == "both" else (self.transport,)
         return tuple(t for t in chosen if t in self.adapter.transports)
 
     @cached_property

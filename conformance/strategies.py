@@ -55,7 +55,7 @@ def _shapes(min_dims: int) -> st.SearchStrategy:
 
 
 @st.composite
-def tensors(draw: Callable, devices: tuple[str, ...] = ("cpu",), dtypes: Sequence[torch.dtype] = TORCH_DTYPES,
+def tensors(draw: Callable[..., Any], devices: tuple[str, ...] = ("cpu",), dtypes: Sequence[torch.dtype] = TORCH_DTYPES,
             min_dims: int = 0) -> torch.Tensor:
     """Any dtype (bf16, fp8 too), 0-d/empty shapes, random bits; sometimes a non-contiguous
     transpose or a sliced view of a bigger tensor; on CUDA too when available."""
@@ -76,11 +76,12 @@ def tensors(draw: Callable, devices: tuple[str, ...] = ("cpu",), dtypes: Sequenc
 
 
 @st.composite
-def ndarrays(draw: Callable, dtypes: Sequence[np.dtype] = NUMPY_DTYPES, min_dims: int = 0) -> np.ndarray:
+def ndarrays(draw: Callable[..., Any], dtypes: Sequence[np.dtype] = NUMPY_DTYPES, min_dims: int = 0) -> np.ndarray:
     dtype = draw(st.sampled_from(list(dtypes)))
     shape = draw(_shapes(min_dims))
     n = math.prod(shape) * dtype.itemsize
-    arr = np.frombuffer(draw(st.binary(min_size=n, max_size=n)), dtype=np.uint8).view(dtype).reshape(shape).copy()
+    raw = draw(st.binary(min_size=n, max_size=n))
+    arr: np.ndarray = np.frombuffer(raw, dtype=np.uint8).view(dtype).reshape(shape).copy()
     if dtype.kind == "b":
         arr = np.asarray(arr.view(np.uint8).clip(0, 1)).view(dtype)
     if arr.ndim >= 2 and draw(st.booleans()):
@@ -206,12 +207,12 @@ class StrategyBuilder:
         if k == "Array":
             return arrays(t.name, nan="float-nan" not in self.exclude, inf="float-inf" not in self.exclude)
         if k == "Ref":
-            target = self.classes[t.name]
+            target: Any = self.classes[t.ref]
             if isinstance(target, type) and issubclass(target, enum.Enum):
                 return st.sampled_from(list(target))
-            if t.name == "PickleWrapper":
+            if t.ref == "PickleWrapper":
                 return st.binary(max_size=16).map(lambda b: target(data=b))
-            return self.for_struct(t.name, depth)
+            return self.for_struct(t.ref, depth)
         size = 0 if deep else MAX_ITEMS
         if k == "List":
             return st.lists(self.for_type(t.args[0], depth + 1), max_size=size)
@@ -237,7 +238,7 @@ def _known_trigger(trigger: str) -> bool:
 _REFUSED = object()
 
 
-def _construct(cls: type, kwargs: dict) -> Any:
+def _construct(cls: type, kwargs: dict[str, Any]) -> Any:
     try:
         return cls(**kwargs)
     except Exception:  # noqa: BLE001 - whatever a constructor raises, it refused these values

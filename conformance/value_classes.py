@@ -140,7 +140,7 @@ def by_name(name: str) -> ValueClass:
     return _BY_NAME[name]
 
 
-def identity(value: Any) -> tuple:
+def identity(value: Any) -> tuple[Any, ...]:
     """What a value is, exactly enough to tell the values of the classes apart."""
     cls = type(value)
     kind = cls.__qualname__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"

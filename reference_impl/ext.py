@@ -84,7 +84,7 @@ def array_header(length: int) -> bytes:
 _FIXEXT = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}
 
 
-class _ArrayPrefixes(dict):
+class _ArrayPrefixes(dict[int, bytes]):
     """item count -> ext header + payload header of an array.array of one typecode."""
 
     def __init__(self, typecode: str) -> None:
@@ -107,7 +107,7 @@ with warnings.catch_warnings():  # Python 3.13 deprecates 'u'; peers may still s
     _PREFIXES = {tc: _ArrayPrefixes(tc) for tc in array.typecodes}
 
 
-def array_list_raw(values: list) -> Optional[msgspec.Raw]:
+def array_list_raw(values: list[Any]) -> Optional[msgspec.Raw]:
     """A list of plain array.array of one typecode, pre-encoded: the exact bytes msgspec
     would write calling enc_hook per element, built without a Python call per element.
     None when the list is anything else (the caller then takes the per-element path)."""
@@ -128,7 +128,7 @@ def array_list_raw(values: list) -> Optional[msgspec.Raw]:
     return msgspec.Raw(b"".join(parts))
 
 
-def arrays_from_exts(exts: list) -> Optional[list]:
+def arrays_from_exts(exts: list[Any]) -> Optional[list[array.array[Any]]]:
     """The inverse of array_list_raw for a decoded List[Ext]: the arrays restore_array would
     give, or None when anything differs from the common case (the caller then decodes
     the message the ordinary way, which also produces the ordinary errors)."""
@@ -187,11 +187,11 @@ def tensor_bytes(tensor: torch.Tensor) -> tuple[torch.Tensor, memoryview]:
         # (flattened first: a size-1 last dimension may keep any stride and still count as
         # contiguous, which view(uint8) refuses for elements wider than a byte)
         arr = cpu.numpy() if cpu.dtype in _NUMPY_DTYPES else cpu.reshape(-1).view(torch.uint8).numpy()
-        return cpu, memoryview(arr).cast("B")
+        return cpu, arr.data.cast("B")
     flat = cpu.reshape(-1)
     if flat.dtype is not torch.uint8:
         flat = flat.view(torch.uint8)
-    return cpu, memoryview(flat.numpy()).cast("B")
+    return cpu, flat.numpy().data.cast("B")
 
 
 # dtypes whose numpy view casts straight to bytes (the uint8 reinterpretation is then skipped).
@@ -251,11 +251,11 @@ MAX_DIMS = 64
 _MAX_DIM = (1 << 63) - 1  # an int64 dimension
 
 
-def _too_many_dims(shape: tuple, what: str) -> WireError:
+def _too_many_dims(shape: tuple[Any, ...], what: str) -> WireError:
     return WireError("msgpack", f"{what} has {len(shape)} dimensions; at most {MAX_DIMS}")
 
 
-def _empty_tensor(shape: tuple, dtype: torch.dtype) -> torch.Tensor:
+def _empty_tensor(shape: tuple[Any, ...], dtype: torch.dtype) -> torch.Tensor:
     """A tensor with no elements: its shape may still be absurd (dimensions beyond int64, a
     storage size that overflows): refused by name, never a torch error."""
     if any(d > _MAX_DIM for d in shape) or math.prod(d for d in shape if d) * dtype.itemsize > _MAX_DIM:
@@ -340,7 +340,7 @@ def restore_ndarray(metadata: Any, raw: memoryview) -> np.ndarray:
         raise WireError("msgpack", f"ndarray of shape {list(shape)} and dtype {dtype.str} needs {nbytes} bytes, "
                                    f"got {len(raw)}")
     try:
-        arr = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+        arr: np.ndarray = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
     except (ValueError, TypeError, OverflowError) as exc:
         raise WireError("msgpack", f"ndarray of shape {list(shape)} and dtype {dtype.str}: {exc}") from None
     if dtype.kind == "U" and arr.size and int(arr.view(dtype.byteorder.replace("|", "=") + "u4").max()) > 0x10FFFF:
@@ -349,7 +349,7 @@ def restore_ndarray(metadata: Any, raw: memoryview) -> np.ndarray:
 
 
 # -- array.array ------------------------------------------------------------
-def restore_array(typecode: Any, raw: memoryview) -> array.array:
+def restore_array(typecode: Any, raw: memoryview) -> array.array[Any]:
     if not isinstance(typecode, str) or typecode not in array.typecodes:
         raise WireError("msgpack", f"array typecode {typecode!r} is not an array.array typecode")
     out = array.array(typecode)
@@ -375,7 +375,7 @@ def buffer_parts(obj: Any) -> Optional[tuple[int, bytes, memoryview]]:
             raise TypeError(f"structured numpy dtype {obj.dtype} cannot travel as msgpack (its fields would be lost)")
         # Not np.ascontiguousarray: it turns a 0-d array into shape (1,).
         arr = obj if obj.flags.c_contiguous else obj.copy(order="C")
-        raw = memoryview(arr.reshape(-1).view(np.uint8))
+        raw = arr.reshape(-1).view(np.uint8).data
         return EXT_NUMPY_ARRAY, buffer_header([list(arr.shape), arr.dtype.str]), raw
     return None
 

@@ -49,7 +49,7 @@ def _no_json_form(tp: Any) -> Any:
 
 def _field_schema(handler: Any, field: msgspec.structs.FieldInfo) -> core_schema.CoreSchema:
     try:
-        schema = handler.generate_schema(field.type)
+        schema: core_schema.CoreSchema = handler.generate_schema(field.type)
     except PydanticSchemaGenerationError:
         # Tensors, ndarrays and array.array have no JSON form: Python callers may pass the
         # object itself, HTTP JSON is refused here rather than failing later on the wire.

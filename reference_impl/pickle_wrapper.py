@@ -14,7 +14,7 @@ import os
 import pickle
 from collections import Counter
 from functools import lru_cache
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 import msgspec
 import msgspec.inspect as mi
@@ -153,7 +153,7 @@ def _is_wrapper_type(t: mi.Type) -> bool:
     return isinstance(t, mi.UnionType) and any(_is_wrapper_type(a) for a in t.types)
 
 
-def _children(t: mi.Type) -> tuple:
+def _children(t: mi.Type) -> tuple[Any, ...]:
     if isinstance(t, mi.UnionType):
         return t.types
     if isinstance(t, (mi.ListType, mi.SetType, mi.FrozenSetType, mi.VarTupleType)):
@@ -165,7 +165,7 @@ def _children(t: mi.Type) -> tuple:
     return ()
 
 
-def _mentions_wrapper(t: mi.Type, seen: frozenset) -> bool:
+def _mentions_wrapper(t: mi.Type, seen: frozenset[Any]) -> bool:
     if _is_wrapper_type(t):
         return True
     if isinstance(t, mi.StructType):
@@ -174,9 +174,11 @@ def _mentions_wrapper(t: mi.Type, seen: frozenset) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _plan(cls: type, seen: frozenset = frozenset()) -> tuple[tuple[str, mi.Type], ...]:
+def _plan(cls: type, seen: frozenset[Any] = frozenset()) -> tuple[tuple[str, mi.Type], ...]:
     seen = seen | {cls}
-    return tuple((f.name, f.type) for f in mi.type_info(cls).fields if _mentions_wrapper(f.type, seen))
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType), cls
+    return tuple((f.name, f.type) for f in info.fields if _mentions_wrapper(f.type, seen))
 
 
 def opaque_fields(cls: type) -> tuple[str, ...]:
@@ -191,7 +193,11 @@ def nested_opaque_fields(cls: type) -> tuple[str, ...]:
     return tuple(name for name, t in _plan(cls) if not _is_wrapper_type(t))
 
 
-def map_wrapped(obj: Any, fn, struct: str = "", path: str = "") -> Any:
+#: fn(value, struct, path) -> the value to put there: what map_wrapped applies at each wrapper position.
+WrapperVisit = Callable[[Any, str, str], Any]
+
+
+def map_wrapped(obj: Any, fn: WrapperVisit, struct: str = "", path: str = "") -> Any:
     """Apply fn(value, struct, path) at every PickleWrapper-typed position under obj
     (obj itself when it is a PickleWrapper). Structs are updated in place."""
     if isinstance(obj, PickleWrapper):
@@ -201,7 +207,7 @@ def map_wrapped(obj: Any, fn, struct: str = "", path: str = "") -> Any:
     return obj
 
 
-def _walk_struct(obj: msgspec.Struct, fn, struct: str, path: str) -> None:
+def _walk_struct(obj: msgspec.Struct, fn: WrapperVisit, struct: str, path: str) -> None:
     for name, t in _plan(type(obj)):
         old = getattr(obj, name)
         if old is not None:
@@ -210,7 +216,7 @@ def _walk_struct(obj: msgspec.Struct, fn, struct: str, path: str) -> None:
                 msgspec.structs.force_setattr(obj, name, new)
 
 
-def _walk(value: Any, t: mi.Type, fn, struct: str, path: str) -> Any:
+def _walk(value: Any, t: mi.Type, fn: WrapperVisit, struct: str, path: str) -> Any:
     if value is None:
         return None
     if _is_wrapper_type(t):
@@ -221,8 +227,8 @@ def _walk(value: Any, t: mi.Type, fn, struct: str, path: str) -> Any:
     arms = t.types if isinstance(t, mi.UnionType) else (t,)
     for arm in arms:
         if isinstance(value, list) and isinstance(arm, (mi.ListType, mi.VarTupleType)):
-            items = [_walk(v, arm.item_type, fn, struct, f"{path}[{i}]") for i, v in enumerate(value)]
-            return value if all(a is b for a, b in zip(items, value)) else items
+            walked = [_walk(v, arm.item_type, fn, struct, f"{path}[{i}]") for i, v in enumerate(value)]
+            return value if all(a is b for a, b in zip(walked, value)) else walked
         if isinstance(value, dict) and isinstance(arm, mi.DictType):
             items = {k: _walk(v, arm.value_type, fn, struct, f"{path}[{k!r}]") for k, v in value.items()}
             return value if all(items[k] is value[k] for k in value) else items

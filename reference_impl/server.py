@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
+
+if TYPE_CHECKING:
+    from reference_impl.engine.config import EngineConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -57,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     return add_arguments(argparse.ArgumentParser(prog="ipc-conformance serve", description=__doc__.split("\n\n")[0]))
 
 
-def config_from_args(args: argparse.Namespace):
+def config_from_args(args: argparse.Namespace) -> "EngineConfig":
     from reference_impl.engine.config import EngineConfig
 
     return EngineConfig(

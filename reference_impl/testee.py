@@ -87,7 +87,7 @@ class Skip(Exception):
 
 
 # -- framing ----------------------------------------------------------------------
-def read_message(stream: BinaryIO) -> Optional[dict]:
+def read_message(stream: BinaryIO) -> Optional[dict[str, Any]]:
     """The next request; None at the end of the stream. A whole frame that is not a msgpack
     map raises ParseError: the frame is consumed, so the conversation can go on."""
     head = stream.read(4)
@@ -106,7 +106,7 @@ def read_message(stream: BinaryIO) -> Optional[dict]:
     return request
 
 
-def write_message(stream: BinaryIO, message: dict) -> None:
+def write_message(stream: BinaryIO, message: dict[str, Any]) -> None:
     body = msgspec.msgpack.encode(message)
     stream.write(_LEN.pack(len(body)) + body)
     stream.flush()
@@ -218,10 +218,10 @@ def write_held_keys(data: bytes, held: dict[str, Any], read_key: Callable[[Any],
 
 
 # -- decoder and HTTP bridge breaks: map-encoded structs, tuples, devices, HTTP keys --------------
-def map_structs(value: Any, raw: Any) -> list[tuple[msgspec.Struct, dict]]:
+def map_structs(value: Any, raw: Any) -> list[tuple[msgspec.Struct, dict[str, Any]]]:
     """Every map-encoded struct (array_like=False) in a decoded value, each with the msgpack map
     it was decoded from (`raw`: the same message read without types)."""
-    found: list[tuple[msgspec.Struct, dict]] = []
+    found: list[tuple[msgspec.Struct, dict[str, Any]]] = []
 
     def walk(node: Any, wire: Any) -> None:
         if isinstance(node, msgspec.Struct):
@@ -347,7 +347,7 @@ class Testee:
             and obj.__module__ == io_struct.__name__
         }
 
-    def started(self) -> dict:
+    def started(self) -> dict[str, Any]:
         return {
             "type": "started",
             "protocol": PROTOCOL,
@@ -412,7 +412,7 @@ class Testee:
             return shape, dtype, held[1] if held is not None and held[0] is tensor else device
         return metadata
 
-    def _decode_fitting_tuples(self, data: bytes, options: dict, error: WireError) -> Any:
+    def _decode_fitting_tuples(self, data: bytes, options: dict[str, Any], error: WireError) -> Any:
         from conformance.schema.manifest import load_manifest
         from conformance.schema.wire_form import read_value, write_value
 
@@ -442,14 +442,14 @@ class Testee:
             data = _break_bytes(data, obj, self.breaks)
         return data
 
-    def _transport(self, request: dict) -> str:
-        transport = request.get("transport", "msgpack")
+    def _transport(self, request: dict[str, Any]) -> str:
+        transport = str(request.get("transport", "msgpack"))
         if transport not in self.transports:
             raise Skip(f"transport {transport!r}")
         return transport
 
     # ops
-    def op_decode(self, request: dict) -> bytes:
+    def op_decode(self, request: dict[str, Any]) -> bytes:
         transport = self._transport(request)
         if "crash" in self.breaks:
             os._exit(3)
@@ -479,7 +479,7 @@ class Testee:
         except ViewError:
             return None
 
-    def op_encode(self, request: dict) -> bytes:
+    def op_encode(self, request: dict[str, Any]) -> bytes:
         from conformance.schema.golden.view import ViewError, from_view
 
         transport = self._transport(request)
@@ -505,19 +505,19 @@ class Testee:
 
         return from_view(key, self.classes)
 
-    def op_http(self, request: dict) -> bytes:
+    def op_http(self, request: dict[str, Any]) -> bytes:
         from pydantic import TypeAdapter, ValidationError
 
         cls = self.classes.get(request.get("struct", ""))
         if cls is None:
             raise ParseError(f"unknown struct {request.get('struct')!r}")
         try:
-            obj = TypeAdapter(cls).validate_json(http_json_with_breaks(cls, request["json"], self.breaks))
+            obj: Any = TypeAdapter(cls).validate_json(http_json_with_breaks(cls, request["json"], self.breaks))
         except ValidationError as exc:
             raise ParseError(str(exc)) from None
         return self._encode(obj, "msgpack")
 
-    def op_receive(self, request: dict) -> bytes:
+    def op_receive(self, request: dict[str, Any]) -> bytes:
         """The receive path for a peer that is not trusted."""
         transport = self._transport(request)
         if "unsafe-receive" in self.breaks and transport == "msgpack":
@@ -529,7 +529,7 @@ class Testee:
             obj = self._decode(request["payload"], transport)
         return self._encode(obj, transport)
 
-    def op_unwrap(self, request: dict) -> bytes:
+    def op_unwrap(self, request: dict[str, Any]) -> bytes:
         """The receive path for a trusted peer: every PickleWrapper opened; answered as pickle."""
         obj = self._decode(request["payload"], self._transport(request))
         if "no-unwrap" not in self.breaks:
@@ -539,7 +539,7 @@ class Testee:
                 raise ParseError(str(exc)) from None
         return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
-    def op_define(self, request: dict) -> bytes:
+    def op_define(self, request: dict[str, Any]) -> bytes:
         """A subclass of a message defined after start-up (struct discovery must find it)."""
         name, base = request.get("name"), self.classes.get(request.get("base", ""))
         if not isinstance(name, str) or not name.isidentifier() or base is None:
@@ -555,14 +555,15 @@ class Testee:
         self.classes[name] = late
         return b""
 
-    def handle(self, request: dict) -> dict:
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         kind = request.get("type")
         if kind == "start":
             return self.started()
         if kind == "stop":
             return {"type": "stopped"}
         answer: dict[str, Any] = {"id": request.get("id")}
-        handler: Optional[Callable[[dict], bytes]] = getattr(self, f"op_{kind}", None) if kind in self.ops else None
+        handler: Optional[Callable[[dict[str, Any]], bytes]] = (
+            getattr(self, f"op_{kind}", None) if kind in self.ops else None)
         try:
             if handler is None:
                 raise Skip(f"unknown request type {kind!r}")

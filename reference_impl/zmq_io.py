@@ -29,9 +29,9 @@ __all__ = ["arecv", "asend", "recv", "send"]
 _MAX_POLL_INTERVAL = 1e-3
 
 
-def _send_timeout(sock: zmq.Socket) -> Optional[float]:
+def _send_timeout(sock: zmq.Socket[Any]) -> Optional[float]:
     """The socket's SNDTIMEO in seconds, or None when it is infinite (-1)."""
-    ms = sock.getsockopt(zmq.SNDTIMEO)
+    ms = int(sock.getsockopt(zmq.SNDTIMEO))
     return None if ms < 0 else ms / 1000
 
 
@@ -49,7 +49,7 @@ def _decode(frames: list[zmq.Frame], transport: str, allow_pickle: bool,
                                allow_pickle=allow_pickle, trusted_globals=tuple(trusted_globals))
 
 
-def send(sock: zmq.Socket, obj: Any, transport: Optional[str] = None, *,
+def send(sock: zmq.Socket[Any], obj: Any, transport: Optional[str] = None, *,
          zero_copy: bool = False, flags: int = 0) -> None:
     """Encode obj and send it. zero_copy: multipart, large tensors not copied; blocks
     until ZeroMQ has released them (bounded by SNDTIMEO: zmq.NotDone if exceeded,
@@ -65,7 +65,7 @@ def send(sock: zmq.Socket, obj: Any, transport: Optional[str] = None, *,
     tracker.wait(-1 if timeout is None else timeout)
 
 
-def recv(sock: zmq.Socket, transport: Optional[str] = None, *, allow_pickle: bool = False,
+def recv(sock: zmq.Socket[Any], transport: Optional[str] = None, *, allow_pickle: bool = False,
          flags: int = 0, trusted_globals: Iterable[tuple[str, str]] = ()) -> Any:
     """Receive one message (single frame or zero-copy multipart) and decode it."""
     transport = codec.resolve_transport(transport)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
 from conformance import spec_versions
+from conformance.transport import TRANSPORTS, Transport
 
 if TYPE_CHECKING:
     from conformance.adapters.e2e import E2ERun
@@ -59,12 +60,12 @@ class Adapter:
 
     name: str = "?"
     version: str = "?"
-    transports: Sequence[str] = ("pickle", "msgpack")
+    transports: Sequence[Transport] = TRANSPORTS
     #: Where the catalogue lives, for adapters that describe it by module: classes() and
     #: live_manifest() then extract it once with these extractor options.
     catalogue_module: Optional[str] = None
     catalogue_options: Mapping[str, Any] = {}
-    _catalogue: Optional[tuple] = None
+    _catalogue: Optional[tuple["Manifest", dict[str, type]]] = None
     #: The exceptions with which this implementation refuses bad input: decode of bytes that
     #: do not match the manifest, encode of a value with no wire form. The Refuses checks pass
     #: only on these; any other exception counts as a crash. Declare them precisely.
@@ -89,7 +90,7 @@ class Adapter:
         """The catalogue as the implementation defines it now (extracted from its classes)."""
         return self._extracted()[0]
 
-    def _extracted(self) -> tuple:
+    def _extracted(self) -> tuple["Manifest", dict[str, type]]:
         if self.catalogue_module is None:
             raise NotImplementedError(f"{type(self).__name__} sets no catalogue_module")
         if self._catalogue is None:
@@ -102,7 +103,7 @@ class Adapter:
         """The types the top-level decoder accepts (the tagged union)."""
         raise NotImplementedError
 
-    def encode(self, obj: Any, transport: str) -> bytes:
+    def encode(self, obj: Any, transport: Transport) -> bytes:
         """The wire encode of one message (a sender calls wrap first)."""
         raise NotImplementedError
 
@@ -110,23 +111,23 @@ class Adapter:
         """Sender side: a copy whose PickleWrapper-typed fields hold PickleWrappers."""
         raise NotImplementedError
 
-    def decode(self, data: bytes, transport: str) -> Any:
+    def decode(self, data: bytes, transport: Transport) -> Any:
         raise NotImplementedError
 
     def unwrap(self, obj: Any) -> Any:
         raise NotImplementedError
 
-    def receive(self, data: bytes, transport: str) -> Any:
+    def receive(self, data: bytes, transport: Transport) -> Any:
         """The receive path for a peer that is NOT trusted: decode and whatever unwrapping
         the implementation does there. Must never hand wire bytes to pickle (msgpack)."""
         raise NotImplementedError
 
-    def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:
+    def send(self, sock: Any, obj: Any, transport: Transport, *, zero_copy: bool = False) -> None:
         """Send one message on a ZeroMQ socket as the implementation does (capability "socket";
         with zero_copy=True, "zero_copy": the caller may reuse its buffers once this returns)."""
         raise NotImplementedError
 
-    def recv(self, sock: Any, transport: str) -> Any:
+    def recv(self, sock: Any, transport: Transport) -> Any:
         """Receive one message from a ZeroMQ socket through the trusted receive path, unwrapped
         (capability "socket")."""
         raise NotImplementedError
@@ -170,7 +171,7 @@ class Adapter:
         as the object the sender must wrap (opaque_value). None: no Payload checks."""
         return {}
 
-    def decode_frames(self, frames: Sequence[bytes], transport: str) -> Any:
+    def decode_frames(self, frames: Sequence[bytes], transport: Transport) -> Any:
         """The wire decode of one multipart message as it came off a socket (PickleWrappers
         stay wrapped). One frame is a plain message; an implementation that sends side frames
         (zero-copy buffers) overrides this."""
@@ -178,7 +179,7 @@ class Adapter:
             raise ValueError(f"{transport}: {len(frames)} frames; {self.label} decodes single-frame messages only")
         return self.decode(bytes(frames[0]), transport)
 
-    def run_e2e(self, transport: str, dp_size: int, workdir: Path) -> "E2ERun":
+    def run_e2e(self, transport: Transport, dp_size: int, workdir: Path) -> "E2ERun":
         """Start this implementation's server with its IPC tap on, send the fixed scenario,
         stop it, and return what happened (capability "e2e"; checks ``E2E``): the responses,
         every tapped message as raw frames, the spans and the shutdown facts. Leaves nothing

@@ -4,6 +4,7 @@ scenario, as facts (responses, raw tapped frames, spans, shutdown). The E2E chec
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -22,15 +23,15 @@ class TappedMessage:
 class E2ERun:
     transport: str
     dp_size: int
-    info: dict = field(default_factory=dict)  #: the server's self-description; at least "transport"
-    responses: dict = field(default_factory=dict)  #: the scenario's responses, as JSON values
+    info: dict[str, Any] = field(default_factory=dict)  #: the server's self-description; at least "transport"
+    responses: dict[str, Any] = field(default_factory=dict)  #: the scenario's responses, as JSON values
     #: the responses less what may differ between two runs (ids, timings): equal across transports
-    comparable_responses: dict = field(default_factory=dict)
+    comparable_responses: dict[str, Any] = field(default_factory=dict)
     scenario_error: str = ""  #: why the scenario did not finish ("" when it did)
     records: list[TappedMessage] = field(default_factory=list)
-    spans: list[dict] = field(default_factory=list)  #: trace_id, span_id, parent_id, name, process
+    spans: list[dict[str, Any]] = field(default_factory=list)  #: trace_id, span_id, parent_id, name, process
     #: exit_code, hung, orphans (pid -> name), ipc_dir_left, after the server was told to stop
-    shutdown: dict = field(default_factory=dict)
+    shutdown: dict[str, Any] = field(default_factory=dict)
     #: what the scenario sent: request kind ("encode", "generate", "stream") -> its trace id
     trace_ids: dict[str, str] = field(default_factory=dict)
     parent_span: str = ""  #: the client span every trace hangs under

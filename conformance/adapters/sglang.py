@@ -40,7 +40,7 @@ class SGLangAdapter(Adapter):
                                  "receive_path.unroutable"}
 
     def __init__(self) -> None:
-        self._io = importlib.import_module(MODULE)
+        self._io: Any = importlib.import_module(MODULE)  # SGLang ships no type information
         for module in CUSTOM_TYPE_MODULES:
             importlib.import_module(module)
         self.version = importlib.metadata.version("sglang")
@@ -52,7 +52,8 @@ class SGLangAdapter(Adapter):
     def encode(self, obj: Any, transport: str) -> bytes:
         if transport == "pickle":
             return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
-        return self._io.msgpack_encode(obj)
+        data: bytes = self._io.msgpack_encode(obj)
+        return data
 
     def wrap(self, obj: Any) -> Any:
         return self._with_msgpack_mode(lambda: _wrapped_copy(obj, self._io))
@@ -239,7 +240,9 @@ def _wrapper_fields(cls: type, wrapper: type) -> list[str]:
     if not (isinstance(cls, type) and issubclass(cls, msgspec.Struct)):
         return []
     names = []
-    for field in mi.type_info(cls).fields:
+    info = mi.type_info(cls)
+    assert isinstance(info, mi.StructType)
+    for field in info.fields:
         arms = field.type.types if isinstance(field.type, mi.UnionType) else (field.type,)
         if any(isinstance(a, mi.StructType) and a.cls is wrapper for a in arms):
             names.append(field.name)

@@ -94,8 +94,8 @@ def transport_mode(io: Any, transport: str) -> Iterator[None]:
         io._USE_PICKLE_IPC = saved
 
 
-def _socket(ctx: zmq.Context, kind: int, endpoint: str, bind: bool) -> zmq.Socket:
-    sock = ctx.socket(kind)
+def _socket(ctx: zmq.Context[Any], kind: int, endpoint: str, bind: bool) -> zmq.Socket[bytes]:
+    sock: zmq.Socket[bytes] = ctx.socket(kind)
     sock.setsockopt(zmq.LINGER, 0)
     sock.setsockopt(zmq.SNDTIMEO, int(TIMEOUT_S * 1000))
     sock.setsockopt(zmq.RCVTIMEO, int(TIMEOUT_S * 1000))  # a blocking loop never outlives its rig
@@ -107,7 +107,8 @@ class _Loop:
     """An SGLang event loop on a thread, ended through its watchdog."""
 
     def __init__(self, run: Callable[[], Any], watchdog: _Watchdog) -> None:
-        self.watchdog, self.error = watchdog, None
+        self.watchdog = watchdog
+        self.error: Optional[BaseException] = None
         self.thread = threading.Thread(target=self._run, args=(run,), daemon=True)
         self.thread.start()
 
@@ -136,10 +137,10 @@ class EngineRig:
         server_args = _server_args()
         self.folder = tempfile.mkdtemp(prefix="ipc-conformance-sglang-")
         self.ctx = zmq.Context()
-        self.sockets: list[zmq.Socket] = []
+        self.sockets: list[zmq.Socket[bytes]] = []
         self.loop: Optional[_Loop] = None
 
-        def sock(kind: int, name: str, bind: bool) -> zmq.Socket:
+        def sock(kind: int, name: str, bind: bool) -> zmq.Socket[bytes]:
             self.sockets.append(_socket(self.ctx, kind, f"ipc://{self.folder}/{name}", bind))
             return self.sockets[-1]
 
@@ -162,7 +163,7 @@ class EngineRig:
         controller.soft_watchdog = _Watchdog()
         controller.init_dispatcher()
         self.controller = controller
-        self.dispatched: queue.Queue = queue.Queue()
+        self.dispatched: queue.Queue[Any] = queue.Queue()
         real_dispatch = controller._request_dispatcher
 
         def dispatch(obj: Any) -> Any:  # records what the controller's own code did with obj
@@ -279,7 +280,7 @@ class OutputRig:
         detokenizer = object.__new__(DetokenizerManager)
         detokenizer.recv_from_scheduler = receiver
         detokenizer.soft_watchdog = _Watchdog()
-        handed: queue.Queue = queue.Queue()
+        handed: queue.Queue[Any] = queue.Queue()
 
         def dispatch(recv_obj: Any) -> None:  # the handlers' input; then the loop ends (its sock_recv blocks)
             handed.put(recv_obj)

@@ -98,6 +98,7 @@ def live_catalogue(*, source: Optional[str] = None, manifest: Optional[str] = No
     elif manifest is not None:
         live = load_manifest(manifest)
     else:
+        assert implementation is not None  # one of the three was given
         live = implementation
     return own_identity(live)
 
@@ -164,7 +165,7 @@ def check(live: Manifest, baseline: Manifest, *, prove: bool = True, modules: bo
 def in_baseline_modules(live: Manifest, baseline: Manifest) -> Manifest:
     import msgspec
 
-    def moved(specs: dict, known: dict) -> dict:
+    def moved(specs: dict[str, Any], known: dict[str, Any]) -> dict[str, Any]:
         return {n: msgspec.structs.replace(s, module=known[n].module) if n in known else s for n, s in specs.items()}
 
     return msgspec.structs.replace(live, structs=moved(live.structs, baseline.structs),
@@ -210,11 +211,11 @@ def parse_allowances(specs: Iterable[str], where: str = "--allow") -> list[Allow
             continue
         target, _, rule = text.partition(":")
         struct, _, fname = target.strip().partition(".")
-        rule = rule.strip() or None
-        if not struct or (rule is not None and rule not in RULES):
+        declared = rule.strip() or None
+        if not struct or (declared is not None and declared not in RULES):
             raise UsageError(f"{where}:{number}: {raw.strip()!r}: a declared change reads STRUCT[.FIELD][:RULE] "
                              f"(a rule of `schema diff`: {', '.join(sorted(RULES))})")
-        out.append(Allowance(struct, fname or None, rule))
+        out.append(Allowance(struct, fname or None, declared))
     return out
 
 
@@ -249,7 +250,7 @@ def write_golden(live: Manifest, baseline: Manifest, out: Path) -> dict[str, Any
     (out / "golden-diff.txt").write_text(render_golden_diff(review))
     summary.update(review=str(out / "golden-diff.txt"), review_summary=review.summary())
     if new is not None and old is not None:
-        def shas(index: dict) -> dict[str, str]:
+        def shas(index: dict[str, Any]) -> dict[str, str]:
             return {f"{c['struct']}.{c['variant']}": c["sha256"] for c in index.get("cases", [])}
 
         a, b = shas(old), shas(new)

@@ -6,6 +6,7 @@ import keyword
 from typing import Iterable
 
 from conformance.schema.manifest import Manifest, StructSpec, T, parse
+from conformance.schema.manifest.model import EnumSpec, Field
 from conformance.schema.manifest.typeexpr import render
 
 HEADER = '''\
@@ -65,7 +66,7 @@ def _python_leaf(t: T) -> str | None:
     return "array" if t.kind == "Array" else None
 
 
-def _default_source(spec: StructSpec, field) -> str | None:
+def _default_source(spec: StructSpec, field: Field) -> str | None:
     d, t = field.default, parse(field.type)
     where = f"{spec.name}.{field.name}"
     if d.kind == "required":
@@ -149,7 +150,7 @@ def _class_source(manifest: Manifest, spec: StructSpec) -> str:
     return "\n".join(lines)
 
 
-def _enum_source(spec) -> str:
+def _enum_source(spec: EnumSpec) -> str:
     parent = {"IntEnum": "IntEnum", "StrEnum": "str, Enum"}.get(spec.base, "Enum")
     body = [f"    {name} = {value!r}" for name, value in spec.members.items()] or ["    pass"]
     return f"class {spec.name}({parent}):\n" + "\n".join(body)

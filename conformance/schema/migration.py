@@ -140,7 +140,7 @@ def _renamed_as(manifest: Manifest, renames: dict[str, str]) -> Manifest:
                   for f in spec.fields]
         new_name = renames.get(name, name)
         structs[new_name] = msgspec.structs.replace(spec, name=new_name, fields=fields,
-                                                    base=renames.get(spec.base, spec.base))
+                                                    base=renames.get(spec.base, spec.base) if spec.base else None)
     return msgspec.structs.replace(manifest, structs=structs,
                                    union=[renames.get(u, u) for u in manifest.union])
 

@@ -82,15 +82,15 @@ class ValueBuilder:
         if k == "Literal":
             return t.values[0 if v != "edge" else -1]
         if k == "Ref":
-            target = self.classes[t.name]
+            target: Any = self.classes[t.ref]
             if isinstance(target, type) and issubclass(target, enum.Enum):
                 members = list(target)
                 return members[0 if v != "edge" else -1]
-            if t.name == "PickleWrapper":
+            if t.ref == "PickleWrapper":
                 # Wrapped bytes are implementation-private; a fixed protocol-4 payload is
                 # byte-identical whoever encodes it.
                 return target(data=pickle.dumps({"created": 1.5, "seed": seed}, protocol=4))
-            return self.instance(t.name, depth)
+            return self.instance(t.ref, depth)
         if k in ("List", "Set", "FrozenSet", "VarTuple"):
             items = self._items(t.args[0], depth, seed, field)
             if k == "List":
@@ -117,7 +117,7 @@ class ValueBuilder:
             return array.array(code, [] if v == "minimal" else ([1, 2, 3] if v == "typical" else [0, -1, 2**62]))
         raise ValueError(f"no value for type {t!r}")
 
-    def _items(self, item: T, depth: int, seed: int, field: str) -> list:
+    def _items(self, item: T, depth: int, seed: int, field: str) -> list[Any]:
         if self.variant == "minimal" or depth >= MAX_DEPTH:
             return []
         if self.variant == "edge":

@@ -53,9 +53,9 @@ def leftover_wrapper_failures(records: Iterable[Any]) -> list[str]:
             f"at {', '.join(rec.leftover_wrappers)}" for rec in records if rec.leftover_wrappers]
 
 
-def wrapped_on_wire(records: Iterable[Any], adapter: Any) -> Counter:
+def wrapped_on_wire(records: Iterable[Any], adapter: Any) -> Counter[str]:
     """How many received messages carried a PickleWrapper on the wire, per link (msgpack)."""
-    out: Counter = Counter()
+    out: Counter[str] = Counter()
     for rec in records:
         if rec.transport == "msgpack" and find_wrappers(decode_tapped(adapter, rec)):
             out[rec.link] += 1
@@ -102,7 +102,7 @@ def link_failures(records: Iterable[Any], adapter: Any, wanted_by_link: Mapping[
             for link, wanted in wanted_by_link.items() if not wanted <= seen.get(link, set())]
 
 
-def trace_failures(spans: list[dict], trace_id: str, parent_span: str, chain: Sequence[str]) -> list[str]:
+def trace_failures(spans: list[dict[str, Any]], trace_id: str, parent_span: str, chain: Sequence[str]) -> list[str]:
     """One linked trace across every process: the client's trace id everywhere, the root under the
     client's span, every other span under a span of the same trace, and the process chain in order."""
     mine = [s for s in spans if s["trace_id"] == trace_id]
@@ -129,5 +129,5 @@ def trace_failures(spans: list[dict], trace_id: str, parent_span: str, chain: Se
     return failures
 
 
-def processes_in_trace(spans: list[dict], trace_id: str) -> set[str]:
+def processes_in_trace(spans: list[dict[str, Any]], trace_id: str) -> set[str]:
     return {s["process"] for s in spans if s["trace_id"] == trace_id}

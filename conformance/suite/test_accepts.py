@@ -174,7 +174,7 @@ def _any_map_structs(ipc) -> list[str]:
             and any(f.type in ANY_MAPS for f in s.fields)]
 
 
-def _with_any_map(ipc, struct: str, replacement: Any) -> tuple[str, int, list, bytes]:
+def _with_any_map(ipc, struct: str, replacement: Any) -> tuple[str, int, list[Any], bytes]:
     """The struct's typical vector with its first Any-valued map replaced: (field name, its
     position in the array, the untyped tree, the bytes)."""
     from conformance.suite.vectors import golden_vector
@@ -234,7 +234,7 @@ UNKNOWN_KEY = "no_such_field"
 
 
 @lru_cache(maxsize=None)
-def _map_sites(manifest_json: bytes, manifest_id: str) -> dict[str, tuple[str, str, tuple]]:
+def _map_sites(manifest_json: bytes, manifest_id: str) -> dict[str, tuple[str, str, tuple[Any, ...]]]:
     """map struct -> (host message, map struct, the path to the map: ('field', name) and ('item',
     index) steps), for the first place each map-encoded (array_like: false) struct holds a map
     in a typical golden vector (messages by name)."""
@@ -243,10 +243,10 @@ def _map_sites(manifest_json: bytes, manifest_id: str) -> dict[str, tuple[str, s
 
     manifest = msgspec.json.decode(manifest_json, type=Manifest)
     paths = golden_vectors(manifest_json, manifest_id)
-    sites: dict[str, tuple[str, str, tuple]] = {}
+    sites: dict[str, tuple[str, str, tuple[Any, ...]]] = {}
     found: set[str] = set()
 
-    def walk(host: str, t: Any, node: Any, steps: tuple, where: str) -> None:
+    def walk(host: str, t: Any, node: Any, steps: tuple[Any, ...], where: str) -> None:
         if node is None:
             return
         if t.kind == "Union":
@@ -298,13 +298,13 @@ def _defaulted(ipc, struct: str) -> list[Any]:
             if f.default.kind != "required" and manifest_default(f) is not OPAQUE_DEFAULT]
 
 
-def _at(value: Any, steps: tuple) -> Any:
+def _at(value: Any, steps: tuple[Any, ...]) -> Any:
     for kind, key in steps:
         value = getattr(value, key) if kind == "field" else value[key]
     return value
 
 
-def _view_at(view: Any, steps: tuple) -> Any:
+def _view_at(view: Any, steps: tuple[Any, ...]) -> Any:
     for kind, key in steps:
         if kind == "field":
             if not isinstance(view, dict) or key not in view:
@@ -317,13 +317,15 @@ def _view_at(view: Any, steps: tuple) -> Any:
     return view
 
 
-def _edited_map(ipc, host: str, steps: tuple, edit: Callable[[dict], dict]) -> bytes:
+def _edited_map(ipc, host: str, steps: tuple[Any, ...], edit: Callable[[dict[str, Any]], dict[str, Any]]) -> bytes:
     """The host's typical vector with the map at `steps` replaced by edit(map)."""
     from conformance.suite.vectors import golden_vector
 
     spec = ipc.manifest.structs[host]
     tree = read(golden_vector(ipc, host, "typical"))
-    node, parent, key = tree, None, None
+    node: Any = tree
+    parent: Any = None
+    key: Any = None
     structs = [spec]
     for kind, step in steps:
         parent = node

@@ -9,11 +9,14 @@ decode) and the exported spans. One server at a time.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from conformance.plugin import check
 from conformance.suite import tapped
 from conformance.suite.capability import require
+from conformance.transport import TRANSPORTS
 
 pytestmark = pytest.mark.ipc_e2e
 
@@ -21,7 +24,7 @@ pytestmark = pytest.mark.ipc_e2e
 DP_SIZE = 2
 TRACE_KINDS = ("encode", "generate", "stream")
 PROCESSES = ("tokenizer_manager", "controller", "detokenizer")
-_RUNS: dict = {}
+_RUNS: dict[str, Any] = {}
 
 
 @pytest.fixture(scope="session")
@@ -48,12 +51,13 @@ def _start(ipc, transport, tmp_path_factory):
         return exc
 
 
-def _responses(run, comparable: bool = False) -> dict:
+def _responses(run, comparable: bool = False) -> dict[str, Any]:
     """The scenario's responses; a check that needs them fails if the scenario did not finish
     (checks of the tap and the spans still run on what was recorded)."""
     if run.scenario_error:
         pytest.fail(f"the scenario of the {run.transport} run failed: {run.scenario_error}", pytrace=False)
-    return run.comparable_responses if comparable else run.responses
+    responses: dict[str, Any] = run.comparable_responses if comparable else run.responses
+    return responses
 
 
 def _failures(lines: list[str], limit: int = 8) -> str:
@@ -117,7 +121,7 @@ def test_e2e_one_linked_trace(e2e_run, kind, transport):
 def test_e2e_same_responses_across_transports(ipc, e2e_run, ipc_check_id):
     if len(ipc.transports) < 2:
         pytest.skip("needs both transports")
-    expected, actual = (_responses(e2e_run(t), comparable=True) for t in ("pickle", "msgpack"))
+    expected, actual = (_responses(e2e_run(t), comparable=True) for t in TRANSPORTS)
     differing = sorted(k for k in expected if expected[k] != actual.get(k))
     assert not differing, (f"responses differ between pickle and msgpack in {differing}: "
                            + "; ".join(f"{k}: {expected[k]!r:.80} vs {actual.get(k)!r:.80}" for k in differing[:2]))

@@ -14,6 +14,7 @@ from conformance.compare import differences
 from conformance.plugin import check
 from conformance.plugin.hooks import known_triggers
 from conformance.suite.failure import Failure, raise_failure, round_trip_step
+from conformance.transport import TRANSPORTS
 
 REQUIREMENT = "R-MSG-*, R-VAL-*, R-EXT-* (values drawn from the field types)"
 
@@ -91,7 +92,7 @@ def test_generated_cross_transport(ipc, live_struct, request):
     adapter = ipc.adapter
 
     def cross(value):
-        got = [adapter.decode(adapter.encode(value, t), t) for t in ("pickle", "msgpack")]
+        got = [adapter.decode(adapter.encode(value, t), t) for t in TRANSPORTS]
         diffs = differences(*got)
         if diffs:
             step = round_trip_step(ipc, value, adapter.encode(value, "msgpack"), "msgpack")

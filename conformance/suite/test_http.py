@@ -31,7 +31,7 @@ def _structs(ipc: Any) -> list[str]:
             if not any(_no_json_form(ipc.manifest, f.type_expr, set()) for f in spec.fields)]
 
 
-def _body(ipc: Any, struct: str) -> dict:
+def _body(ipc: Any, struct: str) -> dict[str, Any]:
     """The HTTP JSON body of the message's required fields, as its minimal instance has them."""
     value = ipc.instance(struct, "minimal")
     try:
@@ -41,7 +41,7 @@ def _body(ipc: Any, struct: str) -> dict:
         pytest.skip(f"{struct}: a required field has no HTTP JSON form ({exc})")
 
 
-def _no_json_form(manifest: Any, t: Any, seen: set) -> bool:
+def _no_json_form(manifest: Any, t: Any, seen: set[Any]) -> bool:
     """Whether a type reaches a tensor, an ndarray or an array.array (no JSON form, SPEC §7)."""
     for node in t.walk():
         if node.kind in ("Tensor", "NDArray", "Array"):
@@ -53,7 +53,7 @@ def _no_json_form(manifest: Any, t: Any, seen: set) -> bool:
     return False
 
 
-def _validate(ipc: Any, struct: str, body: dict) -> tuple[Any, Optional[BaseException]]:
+def _validate(ipc: Any, struct: str, body: dict[str, Any]) -> tuple[Any, Optional[BaseException]]:
     try:
         return ipc.adapter.validate_http(struct, json.dumps(body)), None
     except Exception as exc:

@@ -3,6 +3,8 @@ stream chunks and multi-item requests) arrive as they were sent, on either trans
 
 from __future__ import annotations
 
+from typing import Any
+
 from conformance.compare import differences
 from conformance.plugin import check
 from conformance.suite.failure import Failure, raise_failure, round_trip_step
@@ -12,7 +14,7 @@ TOKEN_VALUES = "Optional[List[Optional[List[Optional[float]]]]]"
 TOKEN_INDICES = "Optional[List[Optional[List[Optional[int]]]]]"
 TOP_VALUES = "Optional[List[Optional[List[Optional[List[float]]]]]]"
 TOP_INDICES = "Optional[List[Optional[List[Optional[List[int]]]]]]"
-LOGPROB_SHAPES = {  # prompt, batch, stream and multi-item shapes, and a batch mixing None and lists
+LOGPROB_SHAPES: dict[str, Any] = {  # prompt, batch, stream and multi-item shapes, and a batch mixing None and lists
     "absent": None,
     "prompt": [[None, -0.1832, -2.9417, -0.0048]],
     "batch": [[None, -0.42, -1.87], [None, -3.12, -0.09, -5.44]],

@@ -50,6 +50,7 @@ def _directions(ipc: Any) -> list[str]:
        cases={"struct": _messages, "direction": _directions})
 def test_exchanges_with_peer(ipc, struct, direction, transport):
     pc = _peer_check(ipc)
+    assert pc is not None  # the cases come from the peer check
     way = "to-peer" if direction.startswith("to-") else "from-peer"
     cannot = pc.sender(struct, way)
     if cannot:

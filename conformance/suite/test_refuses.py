@@ -154,7 +154,8 @@ def _in_child(verdict: Callable[[], Optional[str]], case: Any) -> Optional[str]:
         how = (f"signal {signal.Signals(os.WTERMSIG(status)).name}" if os.WIFSIGNALED(status)
                else f"exit status {os.WEXITSTATUS(status)}")
         return f"{_where(case)}: crashed instead of refusing ({_must(case)}): the process died ({how})"
-    return json.loads(answer)["failure"]
+    failure: Optional[str] = json.loads(answer)["failure"]
+    return failure
 
 
 @check("Refuses", per=("refusal",), name="Decode", cases={"refusal": _ids("decode")})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from conformance.compare import differences
 from conformance.plugin import PRIMITIVE_SAMPLES, check
 from conformance.suite.failure import Failure, raise_failure, round_trip_step
+from conformance.transport import TRANSPORTS
 
 
 @check("RoundTrip", per=("struct", "transport", "variant"), name="Identical")
@@ -29,7 +30,7 @@ def test_cross_transport(ipc, struct, variant):
     if diffs:
         sent = ipc.instance(struct, variant)
         steps = {t: round_trip_step(ipc, sent, ipc.adapter.encode(ipc.instance(struct, variant), t), t)
-                 for t in ("pickle", "msgpack")}
+                 for t in TRANSPORTS}
         raise_failure(Failure(f"{struct} ({variant}) differs between pickle and msgpack", "R-NORM-1",
                               "the implementation's encode and decode over each transport, the two results compared "
                               f"(expected: the pickle result; msgpack: {steps['msgpack']})",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import threading
+from typing import Any
 
 import pytest
 import torch
@@ -18,9 +19,9 @@ from conformance.suite.fields import tensor_carrier
 BIG = 16 * 1024 * 1024  # bytes: large enough for ZeroMQ to send without copying
 
 
-def _socket(ctx: zmq.Context) -> zmq.Socket:
+def _socket(ctx: zmq.Context[Any]) -> zmq.Socket[bytes]:
     """A PAIR socket that never blocks a check for more than 10 s, nor its teardown at all."""
-    sock = ctx.socket(zmq.PAIR)
+    sock: zmq.Socket[bytes] = ctx.socket(zmq.PAIR)
     for option, value in ((zmq.LINGER, 0), (zmq.RCVTIMEO, 10_000), (zmq.SNDTIMEO, 10_000)):
         sock.setsockopt(option, value)
     return sock
@@ -101,8 +102,12 @@ def test_buffer_reuse_after_zero_copy_send(ipc, transport, late_link):
     value = ipc.instance(struct, "typical")
     setattr(value, field, [tensor])
     reused = threading.Event()
-    receiver: list = []
-    binder = threading.Thread(target=lambda: (reused.wait(_GRACE_S), receiver.append(bind())))
+    receiver: list[Any] = []
+    def bind_when_reused() -> None:
+        reused.wait(_GRACE_S)
+        receiver.append(bind())
+
+    binder = threading.Thread(target=bind_when_reused)
     binder.start()
     try:
         ipc.adapter.send(sender, value, transport, zero_copy=True)

@@ -46,7 +46,8 @@ def _in_classes(value: Any, classes: Any) -> Any:
 
 
 def _bits(value: float) -> int:
-    return _struct.unpack(">Q", _struct.pack(">d", value))[0]
+    bits: int = _struct.unpack(">Q", _struct.pack(">d", value))[0]
+    return bits
 
 
 def _carrier(ipc: Any, predicate: Any) -> Iterator[tuple[str, str]]:
@@ -133,7 +134,7 @@ BIG_ENDIAN = np.array([1.5, -2.0, math.inf, 3.25], dtype=">f4")
 
 
 def _ndarray_carriers(ipc: Any) -> list[str]:
-    found = {}
+    found: dict[str, str] = {}
     for message, field in _carrier(ipc, lambda t: "NDArray" in t and t.startswith(("Optional[List[", "List["))):
         found.setdefault(message, field)
     return sorted(found)[:1]  # one carrier proves the codec; every message shares it

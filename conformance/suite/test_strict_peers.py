@@ -5,6 +5,7 @@ runs at all, even one an allow-listed unpickler would accept (a plain dict)."""
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
 
@@ -15,8 +16,8 @@ from conformance.suite.fields import opaque_structs, wrapper_fields
 BENIGN = {"created": 1.5, "benign": True}
 
 
-def _opened(value) -> bool:
-    return value == BENIGN
+def _opened(value: Any) -> bool:
+    return bool(value == BENIGN)
 
 
 @check("Security", per=("case",), name="WrapperStaysClosed", cases={"case": lambda ipc: ["top_level", "field"]})

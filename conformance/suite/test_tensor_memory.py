@@ -38,7 +38,7 @@ def test_received_tensor_owns_its_memory(ipc, transport):
 
 
 #: field type -> (the value sent, how a receiver writes to it, what it reads after writing)
-_KINDS: dict[str, tuple[Callable[[], Any], Callable[[Any], None], Callable[[Any], list]]] = {
+_KINDS: dict[str, tuple[Callable[[], Any], Callable[[Any], None], Callable[[Any], list[Any]]]] = {
     "ndarray": (lambda: np.arange(64, dtype=np.float32), lambda v: v.fill(7.0), lambda v: v.tolist()),
     "array": (lambda: array.array("q", range(64)), lambda v: v.__setitem__(slice(None), array.array("q", [7] * 64)),
               lambda v: list(v)),

@@ -16,6 +16,7 @@ from conformance.compare import differences
 from conformance.plugin import check, harness_error
 from conformance.suite.failure import Failure, raise_failure, round_trip_step
 from conformance.suite.fields import tensor_carrier
+from conformance.transport import TRANSPORTS
 
 
 def _tensor_cases():
@@ -73,9 +74,9 @@ def test_tensor(ipc, case, transport):
 def test_tensor_cross_transport(ipc, case):
     if len(ipc.transports) < 2:
         pytest.skip("needs both transports")
-    sent = {t: _send_tensor(ipc, case, t) for t in ("pickle", "msgpack")}
+    sent = {t: _send_tensor(ipc, case, t) for t in TRANSPORTS}
     field = sent["pickle"][2]
-    diffs = differences(*(getattr(sent[t][1], field) for t in ("pickle", "msgpack")), f"$.{field}")
+    diffs = differences(getattr(sent["pickle"][1], field), getattr(sent["msgpack"][1], field), f"$.{field}")
     if diffs:
         value, _, _, data = sent["msgpack"]
         raise_failure(Failure(f"tensor {case} differs between pickle and msgpack", "R-NORM-1, " + REQUIREMENT,
@@ -96,7 +97,7 @@ def _device_present(device: str) -> bool:
     kind, _, index = device.partition(":")
     if kind == "mps":
         return bool(torch.backends.mps.is_available()) and index == "0"
-    backend = getattr(torch, kind, None)
+    backend: Any = getattr(torch, kind, None)
     try:
         return bool(backend.is_available()) and int(index) < backend.device_count()
     except Exception:  # noqa: BLE001 - no such backend in this torch build, or it cannot be queried: not here
@@ -155,6 +156,8 @@ def test_tensor_device_kept(ipc, device):
             f"{where}: a tensor on {name!r}, a device this machine lacks, was refused without naming the device "
             f"(SPEC R-TEN-3): {str(exc)[:300]}")
         return
+    got_meta: Any = None
+    raw: Any = None
     if testee:
         try:
             got_meta, raw = _carried(answer, position)
@@ -163,7 +166,7 @@ def test_tensor_device_kept(ipc, device):
             pytest.fail(f"{where}: the testee's re-encode holds no tensor at {field}[0] the runner can read: "
                         f"{type(exc).__name__}: {exc}" + ipc.adapter.reproducers(1))
     else:
-        got_device, got_meta, raw = str(getattr(answer, field)[0].device), None, None
+        got_device = str(getattr(answer, field)[0].device)
     assert got_device == name, (
         f"{where}: a tensor on {name!r} arrived on {got_device!r} (SPEC R-TEN-3: restore it on that device, or "
         f"refuse it naming the device when it does not exist; never silently move it)"

@@ -90,7 +90,7 @@ def _codec(manifest: Manifest, classes: Mapping[str, type]) -> tuple[Callable[[A
     structs = tuple(classes[n] for n in manifest.union if n in manifest.structs)
     prims = {"int": int, "float": float, "bool": bool, "bytes": bytes, "None": type(None)}
     arms = structs + tuple(prims[p] for p in manifest.union if p in prims) + (type(None),)
-    decoder = msgspec.msgpack.Decoder(Union[arms], dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())  # type: ignore[valid-type]
+    decoder = msgspec.msgpack.Decoder(Union[arms], dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())
     str_decoder = msgspec.msgpack.Decoder(str)
 
     def decode(data: bytes) -> Any:

@@ -22,7 +22,7 @@ import shutil
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import msgspec
 
@@ -154,7 +154,7 @@ def _expected_files(manifest_id: str, manifest_json: bytes) -> dict[str, bytes]:
     return out
 
 
-def read_index(manifest_id: str, root: Optional[Path] = None) -> Optional[dict]:
+def read_index(manifest_id: str, root: Optional[Path] = None) -> Optional[dict[str, Any]]:
     path = (root or golden_dir()) / index_file(manifest_id)
     return json.loads(path.read_text()) if path.exists() else None
 
@@ -250,12 +250,12 @@ def update(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = 
     ids = list(manifest_ids) if manifest_ids is not None else None
     fixed = check(ids, root)
     for problem in fixed:
-        path = root / problem.path
+        unused = root / problem.path
         if problem.kind == "unused":
-            if path.is_dir():
-                shutil.rmtree(path)
-            elif path.exists():
-                path.unlink()
+            if unused.is_dir():
+                shutil.rmtree(unused)
+            elif unused.exists():
+                unused.unlink()
     touched = {p.path for p in fixed if p.kind in ("missing", "changed")}
     for manifest in _manifests(ids):
         for path, content in expected_files(manifest).items():

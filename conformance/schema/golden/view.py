@@ -253,10 +253,11 @@ def _ndarray(body: Any, path: str) -> np.ndarray:
     raw = _unb64(body.get("data"), path)
     if len(raw) != math.prod(shape) * dtype.itemsize:
         raise ViewError(f"{path}: {len(raw)} data bytes for shape {list(shape)} of {dtype.str}")
-    return np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    arr: np.ndarray = np.frombuffer(raw, dtype=dtype).reshape(shape).copy()
+    return arr
 
 
-def _omitted_defaults_dropped(cls: type, kwargs: dict) -> dict:
+def _omitted_defaults_dropped(cls: type, kwargs: dict[str, Any]) -> dict[str, Any]:
     """An omit_defaults struct leaves out a field only when it holds the default object itself
     (msgspec compares by identity: a fresh 1.0 is written): a scalar equal to its default is
     left to the constructor, so the value encodes to the bytes the view was made from."""

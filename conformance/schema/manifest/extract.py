@@ -18,7 +18,7 @@ from typing import Any, Iterable, Optional, Sequence
 import msgspec
 
 from conformance.schema.manifest.messages import message_union, struct_role
-from conformance.schema.manifest.model import Default, EnumSpec, Field, Manifest, StructSpec
+from conformance.schema.manifest.model import Default, EnumSpec, Field, Manifest, Role, StructSpec
 from conformance.schema.manifest.typeexpr import T, canonical, render
 
 
@@ -50,7 +50,7 @@ class _Extractor:
     def __init__(self, array_typecode: Optional[str]):
         self.array_typecode = array_typecode
         self.structs: dict[str, type] = {}
-        self.enums: dict[str, type] = {}
+        self.enums: dict[str, type[enum.Enum]] = {}
         self.queue: deque[type] = deque()
         # Set for dataclass catalogues: classes with no wire form found while converting a field.
         self.opaque: Optional[list[str]] = None
@@ -139,15 +139,16 @@ class _Extractor:
         self.structs[cls.__name__] = cls
         self.queue.append(cls)
 
-    def add_enum(self, cls: type, where: str) -> None:
+    def add_enum(self, cls: type[enum.Enum], where: str) -> None:
         known = self.enums.get(cls.__name__)
         if known is not None and known is not cls:
             raise UnsupportedTypeError(f"{where}: two enums named {cls.__name__}")
         self.enums[cls.__name__] = cls
 
-    def struct_spec(self, cls: type, role: str) -> StructSpec:
+    def struct_spec(self, cls: type, role: Role) -> StructSpec:
         if dataclasses.is_dataclass(cls):
             return self.dataclass_spec(cls, role)
+        assert issubclass(cls, msgspec.Struct), cls  # the queue holds only structs and dataclasses
         cfg = cls.__struct_config__
         infos = _struct_fields(cls)
         fields = []
@@ -184,7 +185,7 @@ class _Extractor:
             role=role,
         )
 
-    def dataclass_spec(self, cls: type, role: str) -> StructSpec:
+    def dataclass_spec(self, cls: type, role: Role) -> StructSpec:
         """A dataclass (implementations from before the msgspec migration, sent with pickle):
         no tag, no msgpack form; options records dataclass=True."""
         hints = _type_hints(cls)
@@ -270,7 +271,7 @@ def _type_hints(cls: type) -> dict[str, Any]:
         raise UnsupportedTypeError(f"{cls.__name__}: cannot resolve field types: {exc}") from exc
 
 
-def _struct_fields(cls: type) -> list[msgspec.structs.FieldInfo]:
+def _struct_fields(cls: type[msgspec.Struct]) -> list[msgspec.structs.FieldInfo]:
     """msgspec.structs.fields(cls), with the annotations evaluated by _type_hints."""
     hints = _type_hints(cls)
     npos = len(cls.__struct_fields__) - len(cls.__struct_defaults__)
@@ -287,14 +288,15 @@ def _struct_fields(cls: type) -> list[msgspec.structs.FieldInfo]:
 class _DataclassDefault:
     """A dataclass field's default in the shape of msgspec's field info."""
 
-    def __init__(self, info: dataclasses.Field) -> None:
+    def __init__(self, info: dataclasses.Field[Any]) -> None:
         missing = dataclasses.MISSING
         self.default = msgspec.NODEFAULT if info.default is missing else info.default
         self.default_factory = msgspec.NODEFAULT if info.default_factory is missing else info.default_factory
 
 
 def _all_subclasses(cls: type) -> Iterable[type]:
-    for sub in cls.__subclasses__():
+    subclasses: list[type] = cls.__subclasses__()
+    for sub in subclasses:
         yield sub
         yield from _all_subclasses(sub)
 

@@ -10,7 +10,7 @@ that differs from the bundled release it claims to be gets its own id,
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 import msgspec
 
@@ -56,7 +56,7 @@ def split_id(manifest_id: str) -> tuple[str, str]:
     return manifest_id, ""
 
 
-def _key(version: str) -> tuple:
+def _key(version: str) -> tuple[Any, ...]:
     from conformance.schema.diff import _version_key  # a PEP 440 version, else its parts
 
     return _version_key(version)

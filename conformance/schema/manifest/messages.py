@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, List, Sequence, TypeVar
 
+from conformance.schema.manifest.model import Role
+
 C = TypeVar("C")
 
 __all__ = ["message_union", "struct_role"]
@@ -31,7 +33,7 @@ def message_union(roots: Sequence[C], registered: Sequence[C], subclasses: Calla
     return [c for c in union if name(c) not in excluded]
 
 
-def struct_role(name: str, messages: set, is_base: Callable[[], bool]) -> str:
+def struct_role(name: str, messages: set[str], is_base: Callable[[], bool]) -> Role:
     """A struct's role in the manifest: wrapper (PickleWrapper), message (in the union), base (a
     parent of a message: `is_base`, asked only then) or nested (reached through fields)."""
     if name == "PickleWrapper":

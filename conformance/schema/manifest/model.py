@@ -44,6 +44,11 @@ class Field(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, dict
         return parse(self.type)
 
 
+#: "message": in the top-level union; "wrapper": PickleWrapper; "base": a parent of messages
+#: only; "nested": reached only through fields.
+Role = Literal["message", "wrapper", "base", "nested"]
+
+
 class StructSpec(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, dict=True):
     name: str
     module: str
@@ -54,9 +59,7 @@ class StructSpec(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True,
     # Nearest struct base class inside the catalogue (for reviewers and codegen).
     base: Optional[str] = None
     options: Dict[str, bool] = {}
-    # "message": in the top-level union; "wrapper": PickleWrapper; "base": a parent of
-    # messages only; "nested": reached only through fields.
-    role: Literal["message", "wrapper", "base", "nested"] = "nested"
+    role: Role = "nested"
 
     @property
     def array_like(self) -> bool:
@@ -97,9 +100,9 @@ class Manifest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, d
         return any(s.options.get("dataclass") for s in self.structs.values())
 
     @property
-    def modules(self) -> frozenset:
+    def modules(self) -> frozenset[str]:
         """The modules its structs and enums live in (pickle names a class by its module)."""
-        return frozenset(s.module for s in [*self.structs.values(), *self.enums.values()])
+        return frozenset([*(s.module for s in self.structs.values()), *(e.module for e in self.enums.values())])
 
     @property
     def messages(self) -> List[StructSpec]:

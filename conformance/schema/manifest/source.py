@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 import platform
 from pathlib import Path
-from typing import Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 from conformance.schema.manifest.messages import message_union, struct_role
 from conformance.schema.manifest.model import Manifest, StructSpec
@@ -70,7 +70,7 @@ class _Catalogue:
         return [TreeClass(module, s) for s in self.tree.parse(module).body if isinstance(s, ast.ClassDef)]
 
     # -- the union -----------------------------------------------------------
-    def union(self, exclude: set) -> Tuple[List[TreeClass], List[str], List[TreeClass]]:
+    def union(self, exclude: set[Any]) -> Tuple[List[TreeClass], List[str], List[TreeClass]]:
         reader = self.reader
         listed = self._union_attr_items() + self._registered_elsewhere()
         registered = [c for c in listed if isinstance(c, TreeClass)
@@ -92,7 +92,7 @@ class _Catalogue:
             reader.add_struct(cls)
         return union, primitives, roots
 
-    def specs(self, union: List[TreeClass]) -> dict:
+    def specs(self, union: List[TreeClass]) -> dict[str, Any]:
         reader, names = self.reader, {c.name for c in union}
         specs: dict[str, StructSpec] = {}
         while reader.queue:
@@ -191,16 +191,16 @@ class _Catalogue:
         reader = self.reader
         defined = [c for c in self.defined if reader.is_dataclass(c)]
         leaves = [c for c in defined if not any(d != c and c in reader.mro(d) for d in defined)]
-        reached: set = set()
+        reached: set[Any] = set()
         for cls in defined:
             reached |= self._dataclasses_in_hints(cls)
         return [c for c in leaves if c not in reached or any(
             isinstance(b, TreeClass) and reader.is_dataclass(b) for b in reader.mro(c)[1:])]
 
-    def _dataclasses_in_hints(self, cls: TreeClass) -> set:
+    def _dataclasses_in_hints(self, cls: TreeClass) -> set[Any]:
         """Dataclasses named anywhere in the annotations of the class and its bases; none when
         one of them cannot be resolved (import mode skips a class whose hints fail)."""
-        found: set = set()
+        found: set[Any] = set()
         reader = self.reader
         try:
             for klass in reader.mro(cls):
@@ -213,14 +213,15 @@ class _Catalogue:
             return set()
         return found
 
-    def _dataclasses_named(self, module: str, ann: ast.expr, depth: int) -> set:
+    def _dataclasses_named(self, module: str, ann: ast.expr, depth: int) -> set[Any]:
         if depth > 50:  # an alias that names itself
             return set()
         if isinstance(ann, ast.Constant) and isinstance(ann.value, str):
+            text = ann.value
             try:
-                ann = ast.parse(ann.value.strip(), mode="eval").body
+                ann = ast.parse(text.strip(), mode="eval").body
             except SyntaxError:
-                raise Unresolvable(ann.value) from None
+                raise Unresolvable(text) from None
         if isinstance(ann, ast.BinOp):
             return self._dataclasses_named(module, ann.left, depth) | self._dataclasses_named(module, ann.right, depth)
         if isinstance(ann, ast.Tuple):

@@ -10,7 +10,7 @@ from collections import deque
 from typing import Any, Dict, Iterable, List, Optional, Tuple, Union
 
 from conformance.errors import UsageError
-from conformance.schema.manifest.model import Default, EnumSpec, Field, StructSpec
+from conformance.schema.manifest.model import Default, EnumSpec, Field, Role, StructSpec
 from conformance.schema.manifest.source_resolve import (
     Alias,
     External,
@@ -157,7 +157,8 @@ class ClassReader:
     def _field_kw_only(self, cls: TreeClass, stmt: ast.AnnAssign) -> bool:
         call = self._field_call(cls.module, stmt.value)
         flag = next((k.value for k in call.keywords if k.arg == "kw_only"), None) if call else None
-        return bool(flag is not None and self.constant(cls.module, flag, f"{cls.name}.{stmt.target.id}"))
+        where = f"{cls.name}.{ast.unparse(stmt.target)}"
+        return bool(flag is not None and self.constant(cls.module, flag, where))
 
     def _field_call(self, module: str, value: Optional[ast.expr]) -> Optional[ast.Call]:
         if isinstance(value, ast.Call) and self._try_resolve(module, value.func) in (
@@ -208,7 +209,7 @@ class ClassReader:
             raise SourceError(f"{where}: two enums named {cls.name}")
         self.enums[cls.name] = cls
 
-    def struct_spec(self, cls: TreeClass, role: str) -> StructSpec:
+    def struct_spec(self, cls: TreeClass, role: Role) -> StructSpec:
         if self.is_dataclass(cls):
             return self.dataclass_spec(cls, role)
         config = self.struct_config(cls)
@@ -227,7 +228,7 @@ class ClassReader:
                           tag_field=config["tag_field"], base=base, options=dict(sorted(options.items())),
                           role=role)
 
-    def dataclass_spec(self, cls: TreeClass, role: str) -> StructSpec:
+    def dataclass_spec(self, cls: TreeClass, role: Role) -> StructSpec:
         fields, specs = self.fields(cls), []
         for f in fields:
             where = f"{cls.name}.{f.name}"
@@ -329,9 +330,9 @@ class ClassReader:
                 return _ARITHMETIC[type(expr.op)](left, right)
         if isinstance(expr, (ast.Tuple, ast.List, ast.Set)):
             return [self.constant(module, e, where) for e in expr.elts]
-        if isinstance(expr, ast.Dict) and None not in expr.keys:
+        if isinstance(expr, ast.Dict) and None not in expr.keys:  # no `**other` entries
             return {self.constant(module, k, where): self.constant(module, v, where)
-                    for k, v in zip(expr.keys, expr.values)}  # type: ignore[arg-type]
+                    for k, v in zip(expr.keys, expr.values) if k is not None}
         if isinstance(expr, (ast.Name, ast.Attribute)):
             sym = self._try_resolve(module, expr)
             if isinstance(sym, Alias):
@@ -477,8 +478,6 @@ class ClassReader:
 
 def _args(ann: ast.Subscript) -> List[ast.expr]:
     s = ann.slice
-    if isinstance(s, ast.Index):  # type: ignore[attr-defined]  # Python < 3.9 shape
-        s = s.value  # type: ignore[attr-defined]
     return list(s.elts) if isinstance(s, ast.Tuple) and s.elts else [s]
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import builtins
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from conformance.schema.manifest.source_tree import SourceTree
 
@@ -61,7 +61,7 @@ class Function:
 
 Symbol = Union[External, ModuleRef, TreeClass, Alias, Function]
 # What a module binds a name to: a definition, or ("from", module, name) / ("module", name).
-_Binding = Union[ast.AST, Tuple[str, ...]]
+_Binding = Union[ast.AST, "Alias", Tuple[str, ...]]
 
 _SAME_AS = {"typing_extensions": "typing"}
 
@@ -88,8 +88,8 @@ class Resolver:
             self._bindings[module] = ({**fallback, **found}, stars)
         return self._bindings[module]
 
-    def _collect(self, module: str, body: List[ast.stmt], found: dict, fallback: dict, stars: list,
-                 first_wins: bool) -> None:
+    def _collect(self, module: str, body: List[ast.stmt], found: Dict[str, _Binding],
+                 fallback: Dict[str, _Binding], stars: List[str], first_wins: bool) -> None:
         def bind(name: str, what: _Binding) -> None:
             if not (first_wins and name in found):
                 found[name] = what
@@ -138,7 +138,7 @@ class Resolver:
         return f"{package}.{stmt.module}" if stmt.module else package
 
     # -- resolving -----------------------------------------------------------
-    def lookup(self, module: str, name: str, _seen: Optional[set] = None) -> Symbol:
+    def lookup(self, module: str, name: str, _seen: Optional[set[Any]] = None) -> Symbol:
         """What `name` is in `module`."""
         if module not in self.tree:
             if f"{module}.{name}" in self.tree:

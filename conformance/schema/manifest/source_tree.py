@@ -4,11 +4,12 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, Optional
 
 from conformance.errors import UsageError
 
@@ -29,7 +30,7 @@ class SourceTree:
     """The modules of one source tree; each is parsed once, on first use."""
 
     readers: Dict[str, "_Reader"]
-    packages: set = field(default_factory=set)
+    packages: set[Any] = field(default_factory=set)
     _parsed: Dict[str, ast.Module] = field(default_factory=dict)
 
     def __contains__(self, module: str) -> bool:
@@ -57,11 +58,12 @@ class SourceTree:
 
 
 class _Reader:
-    def __init__(self, read):
+    def __init__(self, read: Callable[[], bytes]) -> None:
         self._read = read
 
     def __call__(self) -> str:
-        return self._read().decode("utf-8", errors="replace")
+        text: str = self._read().decode("utf-8", errors="replace")
+        return text
 
 
 def _from_directory(root: Path) -> SourceTree:
@@ -84,7 +86,7 @@ def _from_wheel(path: Path) -> tuple[SourceTree, Optional[str]]:
         if rel.suffix == ".py" and ".dist-info" not in member and ".data/" not in member:
             name = _module_name(rel)
             if name is not None:
-                tree.readers[name] = _Reader(lambda m=member: archive.read(m))
+                tree.readers[name] = _Reader(functools.partial(archive.read, member))
                 if rel.name == "__init__.py":
                     tree.packages.add(name)
         elif rel.name == "METADATA" and rel.parent.name.endswith(".dist-info"):

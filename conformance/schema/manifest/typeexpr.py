@@ -43,6 +43,13 @@ class T:
         for a in self.args:
             yield from a.walk()
 
+    @property
+    def ref(self) -> str:
+        """The struct or enum a Ref node names."""
+        if self.kind != "Ref" or self.name is None:
+            raise ValueError(f"{self!r} names no struct or enum")
+        return self.name
+
     def refs(self) -> set[str]:
         return {n.name for n in self.walk() if n.kind == "Ref" and n.name}
 
