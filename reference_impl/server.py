@@ -75,7 +75,8 @@ def config_from_args(args: argparse.Namespace):
 def main(argv: Optional[Sequence[str]] = None, *, fast_exit: bool = True) -> int:
     """Serve until SIGINT / SIGTERM. With fast_exit (the command line), the process exits right
     after the engine is down, skipping seconds of interpreter teardown with torch loaded."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     code = 0
     try:
         config = config_from_args(args)
@@ -89,8 +90,8 @@ def main(argv: Optional[Sequence[str]] = None, *, fast_exit: bool = True) -> int
         except EngineFailure as exc:
             print(f"error: {exc}", file=sys.stderr)
             code = 3
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except ValueError as exc:  # a bad option value: one line, argparse's form and exit status
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         code = 2
     if fast_exit:
         from reference_impl.engine.runtime import fast_exit as _exit
