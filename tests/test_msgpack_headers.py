@@ -3,6 +3,8 @@ it writes is read back as the kind, header size and length it is."""
 
 from __future__ import annotations
 
+import struct
+
 import msgspec
 import pytest
 
@@ -46,3 +48,16 @@ def test_writer_markers_narrowest_first():
     assert markers("int", signed=False) == (0xCC, 0xCD, 0xCE, 0xCF)
     assert markers("int", signed=True) == (0xD0, 0xD1, 0xD2, 0xD3)
     assert markers("array") == (0xDC, 0xDD) and markers("str") == (0xD9, 0xDA, 0xDB)
+
+
+@pytest.mark.parametrize("first", sorted(set(FORMATS) | set(FIXEXT)), ids=hex)
+def test_msgspec_decodes_whole_what_the_table_says(first):
+    """An item built from the table alone (its length or count in the table's width, then a body
+    of the length read back): msgspec's decoder takes it whole; a wrong width runs short or
+    leaves bytes over."""
+    kind, fmt = FORMATS.get(first, ("ext", ""))
+    sized = fmt and kind not in ("int", "float32", "float64")
+    data = bytes([first]) + (struct.pack(fmt, 3) if sized else b"") + b"\x01" * 8
+    head = read_head(data, 0)
+    body = {"array": b"\x01", "map": b"\x01\x01"}.get(kind, b"a") * head.length
+    msgspec.msgpack.decode(data[:head.size] + body)
