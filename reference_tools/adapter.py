@@ -31,7 +31,7 @@ class ReferenceAdapter(Adapter):
 
         self._codec = codec
         self._module = io_struct
-        self.version = getattr(reference_impl, "__version__", "0.1.0")
+        self.version = reference_impl.__version__  # the distribution's one version (conformance/__init__.py)
         self.engine_debug_skip_unwrap = tuple(engine_debug_skip_unwrap)
 
     def message_types(self) -> Sequence[type]:
