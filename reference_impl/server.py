@@ -11,6 +11,7 @@ nothing heavy until main() runs, so the CLI stays fast.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -58,7 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace):
+    """The engine's configuration from the command line (ValueError: a value the user must fix)."""
     from reference_impl.engine.config import EngineConfig
+
+    if args.model is not None and not os.path.isfile(os.path.join(args.model, "config.json")):
+        raise ValueError(f"--model {args.model}: no config.json there (give a Hugging Face-style checkpoint "
+                         "directory, or leave --model out for the built-in tiny model)")
 
     return EngineConfig(
         model_path=args.model, dp_size=args.dp_size, device=args.device, host=args.host, port=args.port,

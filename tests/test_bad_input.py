@@ -131,7 +131,7 @@ def test_a_run_mistake_still_ends_with_the_summary(argv):
 #: `ipc-conformance serve` mistakes, found before any engine process starts (serve ends its own
 #: process, so these run in a subprocess).
 SERVE_MISTAKES = {
-    ("--model", "/nonexistent"): "model '/nonexistent': no config.json there",
+    ("--model", "/nonexistent"): "--model /nonexistent: no config.json there",
     ("--port", "99999"): "port must be 0-65535, got 99999",
     ("--port", "http"): "argument --port: invalid int value: 'http'",
     ("--dp-size", "0"): "dp_size must be >= 1, got 0",

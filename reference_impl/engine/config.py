@@ -75,9 +75,6 @@ class EngineConfig:
                 raise ValueError(f"{name} must be >= 1, got {value}")
         if self.request_timeout_s <= 0:
             raise ValueError(f"request_timeout_s must be > 0, got {self.request_timeout_s}")
-        if self.model_path is not None and not os.path.isfile(os.path.join(self.model_path, "config.json")):
-            raise ValueError(f"model {self.model_path!r}: no config.json there (give a Hugging Face-style "
-                             "checkpoint directory, or leave --model out for the built-in tiny model)")
         device = resolve_device(self.device)
         model_path = self.model_path
         if model_path is None:
