@@ -562,8 +562,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except OSError as exc:  # a path the user named cannot be read or written (a missing folder, a typo)
         if not _named_by_user(exc, argv):
             raise
-        print(f"{_command_words(parser, args)}: error: {exc.filename}: {exc.strerror.lower()} (give a path whose "
-              "folder exists)", file=sys.stderr)
+        hint = " (give a path whose folder exists)" if isinstance(exc, FileNotFoundError) else ""
+        print(f"{_command_words(parser, args)}: error: {exc.filename}: {(exc.strerror or str(exc)).lower()}{hint}",
+              file=sys.stderr)
         return USAGE_EXIT
 
 

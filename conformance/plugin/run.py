@@ -109,7 +109,7 @@ class ConformanceRun:
                 Path(self.options["report_dir"]).mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise UsageError(f"--report-dir {self.options['report_dir']}: cannot create it: "
-                                 f"{exc.strerror.lower()}") from None
+                                 f"{(exc.strerror or str(exc)).lower()}") from None
 
     @cached_property
     def target_spec(self) -> str:
