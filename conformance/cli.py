@@ -63,7 +63,7 @@ def _manifest_extract(args: argparse.Namespace) -> int:
 
         manifest = own_identity(manifest)
     if args.out:
-        save_manifest(manifest, args.out)
+        save_manifest(manifest, args.out)  # a folder that is not there: main() says so in one line
         print(f"wrote {args.out}: {len(manifest.structs)} structs, {len(manifest.messages)} messages, "
               f"{len(manifest.enums)} enums", file=sys.stderr)
     else:
@@ -114,8 +114,11 @@ def _diff_side(spec: str, *, imports: Sequence[str] = (), union_attr: Optional[s
     # By its own id: an edited catalogue that kept a release's id is not that release (its golden
     # vectors, its generated classes).
     if spec.startswith("live:"):
-        return own_identity(extract(spec[5:], imports=imports, union_attr=union_attr or "_all_types",
-                                    array_typecode="q"))
+        try:
+            return own_identity(extract(spec[5:], imports=imports, union_attr=union_attr or "_all_types",
+                                        array_typecode="q"))
+        except ImportError as exc:
+            raise UsageError(f"{spec}: cannot import {spec[5:]!r} (or a module it imports): {exc}") from None
     if spec in ("reference", "sglang"):
         from conformance.adapters import load_adapter
 
@@ -176,15 +179,13 @@ def _schema_verify(args: argparse.Namespace) -> int:
     elif args.old and args.new:
         pairs = [(_diff_side(args.old), _diff_side(args.new))]
     else:
-        print("error: give OLD and NEW, or --all", file=sys.stderr)
-        return 2
+        raise UsageError("give OLD and NEW (manifest files or bundled ids), or --all")
     contradicted, records, results = 0, [], []
     for old, new in pairs:
         try:
             result = verify(old, new)
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return 2
+        except ValueError as exc:  # a dataclass catalogue: no msgpack form to verify
+            raise UsageError(str(exc)) from None
         results.append(result)
         if args.format == "json":
             records.append(to_dict(result))
@@ -302,6 +303,9 @@ def _coverage(args: argparse.Namespace) -> int:
     complete = True
     for manifest_id in args.manifest or wire_manifests():
         manifest = load_manifest(manifest_id)
+        if manifest.is_dataclass_catalogue:
+            raise UsageError(f"{manifest.id} is a dataclass catalogue (pickle only): coverage measures the msgpack "
+                             f"checks; give a msgspec release ({', '.join(wire_manifests())})")
         classes = catalogue_for(manifest).classes
         result = measure(manifest, deterministic_sends(manifest, classes, every_arm=not args.canonical_only))
         print(result.render(per_message=args.per_message))
@@ -418,9 +422,13 @@ def _report_compare(args: argparse.Namespace) -> int:
     runs = []
     for name in args.results:
         try:
-            runs.append(json.loads(Path(name).read_text()))
+            run = json.loads(Path(name).read_text())
         except (OSError, ValueError) as exc:
             raise UsageError(f"{name}: cannot read results: {exc}") from None
+        if not isinstance(run, dict) or not isinstance(run.get("results"), list) or "impl" not in run:
+            raise UsageError(f"{name}: cannot read results: no 'impl' and 'results' (is this a results.json of "
+                             "`ipc-conformance run --report`?)")
+        runs.append(run)
     sys.stdout.write(compare(runs))
     return 0
 
@@ -435,6 +443,17 @@ def _report_site(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     print(f"site written: {index}")
     return 0
+
+
+def _workers(text: str) -> str:
+    """-n: a number of workers, or auto (pytest-xdist's words), checked before pytest starts."""
+    if text in ("auto", "logical") or (text.isdigit() and int(text) >= 0):
+        return text
+    raise argparse.ArgumentTypeError(f"not a number of workers: {text!r} (a number, or auto: one per core)")
+
+
+#: array.array's typecodes (array.typecodes of Python 3.10-3.12)
+_ARRAY_TYPECODES = list("bBuhHiIlLqQfd")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -463,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--implementation", help="name in the manifest (default: top-level package)")
     ex.add_argument("--version", help="version in the manifest (default: the distribution's; with --source: "
                                       "the wheel's, or __version__ in the tree's version.py)")
-    ex.add_argument("--array-typecode", default="q",
+    ex.add_argument("--array-typecode", default="q", choices=_ARRAY_TYPECODES, metavar="CODE",
                     help="typecode of array.array fields (default: q, int64, the spec's default)")
     ex.set_defaults(func=_manifest_extract)
 
@@ -488,7 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
     from conformance.plugin.options import add_to_argparse
 
     add_to_argparse(run)  # the same table gives pytest its --ipc-* options
-    run.add_argument("-n", "--numprocesses", dest="workers", metavar="N",
+    run.add_argument("-n", "--numprocesses", dest="workers", metavar="N", type=_workers,
                      help="run the checks on N pytest-xdist workers (a number, or auto: one per core); "
                           "the results and reports are those of a serial run")
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
@@ -514,13 +533,38 @@ def _command_words(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     return " ".join(words)
 
 
+def _named_by_user(exc: OSError, argv: Sequence[str]) -> bool:
+    """Whether the file an OSError names is one the user gave (or lies under a folder they gave)."""
+    if not exc.filename:
+        return False
+    failed = Path(str(exc.filename))
+    given = {Path(a.split("=", 1)[-1]) for a in argv if (a and not a.startswith("-")) or "=" in a}
+    return any(failed == g or g in failed.parents for g in given)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        if exit_.code == USAGE_EXIT and argv[:1] == ["run"]:  # a run ends with its summary lines, even this one
+            from conformance.plugin.summary import expected_line, summary_line
+
+            print(expected_line([]))
+            print(summary_line([]))
+        raise
     try:
         return args.func(args)
     except UsageError as exc:  # the user's mistake: one line, never a traceback
         print(f"{_command_words(parser, args)}: error: {exc}", file=sys.stderr)
+        return USAGE_EXIT
+    except OSError as exc:  # a path the user named cannot be read or written (a missing folder, a typo)
+        if not _named_by_user(exc, argv):
+            raise
+        hint = " (give a path whose folder exists)" if isinstance(exc, FileNotFoundError) else ""
+        print(f"{_command_words(parser, args)}: error: {exc.filename}: {(exc.strerror or str(exc)).lower()}{hint}",
+              file=sys.stderr)
         return USAGE_EXIT
 
 

@@ -49,24 +49,15 @@ def parallel_args(workers: Optional[str], pytest_args: Sequence[str]) -> list[st
     return ["-n", str(workers), *dist]
 
 
-def run(
-    impl: str = "reference",
-    transport: str = "both",
-    manifest: Optional[str] = None,
-    report: Optional[str] = None,
-    report_dir: Optional[str] = None,
-    pytest_args: Sequence[str] = (),
-    expectations: Optional[str] = None,
-    fix_expectations: bool = False,
-    strict: bool = False,
-    hypothesis_profile: Optional[str] = None,
-    e2e: bool = False,
-    peer: Optional[str] = None,
-    workers: Optional[str] = None,
-) -> int:
-    chosen = dict(impl=impl, transport=transport, manifest=manifest, report=report, report_dir=report_dir,
-                  expectations=expectations, fix_expectations=fix_expectations, strict=strict,
-                  hypothesis_profile=hypothesis_profile, e2e=e2e, peer=peer, summary="caller")
+def run(*, pytest_args: Sequence[str] = (), workers: Optional[str] = None, **chosen: Any) -> int:
+    """Run the suite. `chosen`: run options by dest, as the option table names them
+    (conformance/plugin/options.py: impl, transport, manifest, report, report_dir, strict, ...);
+    the plugin gives those left out the table's defaults."""
+    offered = {o.dest for o in options.OPTIONS if o.cli}
+    unknown = sorted(set(chosen) - offered)
+    if unknown:
+        raise TypeError(f"run() got unknown options {unknown}; the run options are {sorted(offered)}")
+    chosen = {**chosen, "summary": "caller"}
     args = [
         str(SUITE), "-q", "--tb=line", "-p", "no:cacheprovider", "--rootdir", str(SUITE),
         "-W", "ignore::pytest.PytestAssertRewriteWarning",

@@ -11,6 +11,7 @@ nothing heavy until main() runs, so the CLI stays fast.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Optional, Sequence
 
@@ -61,7 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> "EngineConfig":
+    """The engine's configuration from the command line (ValueError: a value the user must fix)."""
     from reference_impl.engine.config import EngineConfig
+
+    if args.model is not None and not os.path.isfile(os.path.join(args.model, "config.json")):
+        raise ValueError(f"--model {args.model}: no config.json there (give a Hugging Face-style checkpoint "
+                         "directory, or leave --model out for the built-in tiny model)")
 
     return EngineConfig(
         model_path=args.model, dp_size=args.dp_size, device=args.device, host=args.host, port=args.port,
@@ -78,7 +84,8 @@ def config_from_args(args: argparse.Namespace) -> "EngineConfig":
 def main(argv: Optional[Sequence[str]] = None, *, fast_exit: bool = True) -> int:
     """Serve until SIGINT / SIGTERM. With fast_exit (the command line), the process exits right
     after the engine is down, skipping seconds of interpreter teardown with torch loaded."""
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     code = 0
     try:
         config = config_from_args(args)
@@ -92,8 +99,8 @@ def main(argv: Optional[Sequence[str]] = None, *, fast_exit: bool = True) -> int
         except EngineFailure as exc:
             print(f"error: {exc}", file=sys.stderr)
             code = 3
-    except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except ValueError as exc:  # a bad option value: one line, argparse's form and exit status
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         code = 2
     if fast_exit:
         from reference_impl.engine.runtime import fast_exit as _exit

@@ -353,7 +353,7 @@ class Testee:
             "protocol": PROTOCOL,
             "implementation": {
                 "name": "reference-testee",
-                "version": getattr(reference_impl, "__version__", "0"),
+                "version": reference_impl.__version__,
                 "language": f"python {platform.python_version()}",
                 "breaks": sorted(self.breaks),
             },

@@ -31,7 +31,7 @@ class ReferenceAdapter(Adapter):
 
         self._codec = codec
         self._module = io_struct
-        self.version = getattr(reference_impl, "__version__", "0.1.0")
+        self.version = reference_impl.__version__  # the distribution's one version (conformance/__init__.py)
         self.engine_debug_skip_unwrap = tuple(engine_debug_skip_unwrap)
 
     def message_types(self) -> Sequence[type]:
@@ -133,7 +133,7 @@ class ReferenceAdapter(Adapter):
     def run_e2e(self, transport: str, dp_size: int, workdir: Path) -> E2ERun:
         """reference_tools.e2e.run_engine with this adapter's engine options, as facts for the suite."""
         from reference_tools.e2e import ServerProcess, run_engine
-        from reference_tools.e2e.checks import CHAIN, EMBED_CHAIN, link_messages
+        from reference_tools.e2e.expected import CHAIN, EMBED_CHAIN, link_messages
         from reference_tools.e2e.scenario import PARENT_SPAN, TRACE_IDS, comparable_results
 
         skip = [arg for process in self.engine_debug_skip_unwrap for arg in ("--debug-skip-unwrap", process)]

@@ -8,7 +8,12 @@
 
 Every import counts, lazy ones inside functions too. The one module allowed to know all three is
 the command line, ``conformance.cli``: it is the front door that routes each subcommand to its
-audience, and imports each audience only inside that subcommand.
+audience, and imports each audience only inside that subcommand. Module imports form no cycle,
+and an import inside a function closes none but the known ones.
+
+A hand walk rather than import-linter contracts: a contract cannot say "the suite is conformance
+less conformance.schema, paths and errors" without listing every subpackage, so the contracts
+would be longer than the audience table below and drift when a subpackage is added.
 """
 
 from __future__ import annotations
@@ -94,6 +99,112 @@ def test_the_rules_see_a_lazy_import():
         assert "conformance._layout_probe imports reference_impl.codec" in _violations()
     finally:
         sample.unlink()
+
+
+# -- import cycles ------------------------------------------------------------------------
+def _modules_imported(path: Path, names: set[str], *, lazy: bool) -> set[str]:
+    """The first-party modules a file imports (lazy: those inside functions too), each once:
+    `from pkg import mod` is an edge to pkg.mod, not to pkg; imports only a type checker runs
+    (`if TYPE_CHECKING:`) and the file's own parent packages do not count."""
+    name, is_package = _module_name(path)
+    here = name.split(".") if is_package else name.split(".")[:-1]
+    found: set[str] = set()
+
+    def visit(nodes: list[ast.stmt]) -> None:
+        for node in nodes:
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                visit(node.orelse)
+                continue
+            if isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names if alias.name in names)
+            elif isinstance(node, ast.ImportFrom):
+                base = here[: len(here) - node.level + 1] if node.level else []
+                module = ".".join([*base, *([node.module] if node.module else [])])
+                submodules = {f"{module}.{alias.name}" for alias in node.names} & names
+                found.update(submodules)
+                if len(submodules) < len(node.names) and module in names:
+                    found.add(module)
+            if lazy or not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                visit([child for child in ast.iter_child_nodes(node) if isinstance(child, ast.stmt)])
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    parents = {".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)}
+    return found - parents - {name}
+
+
+def _cycles(*, lazy: bool) -> list[frozenset[str]]:
+    """The import cycles of the first-party modules: the strongly connected groups (Tarjan's)."""
+    files = {_module_name(p)[0]: p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+    graph = {m: _modules_imported(p, set(files), lazy=lazy) for m, p in files.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[frozenset[str]] = []
+
+    def connect(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                connect(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = {stack.pop()}
+            while v not in group:
+                group.add(stack.pop())
+            if len(group) > 1:
+                found.append(frozenset(group))
+
+    for module in graph:
+        if module not in index:
+            connect(module)
+    return found
+
+
+#: Cycles that an import inside a function still closes; none may be added. Each one is a
+#: pair of modules that should share a third instead.
+KNOWN_LAZY_CYCLES = {
+    frozenset({"conformance.testee.adapter", "conformance.testee.replay"}),
+    frozenset({"conformance.schema.golden.refusals", "conformance.schema.golden.store"}),
+    frozenset({"conformance.report", "conformance.site", "conformance.site.badge", "conformance.site.render"}),
+}
+
+
+def test_no_import_cycles():
+    """Module-level imports form no cycle; imports inside functions close only the known ones."""
+    assert _cycles(lazy=False) == []
+    new = [sorted(c) for c in _cycles(lazy=True) if c not in KNOWN_LAZY_CYCLES]
+    assert not new, f"import cycles closed by an import inside a function: {new}; move what both need to a third module"
+
+
+@pytest.mark.parametrize("pair", [
+    ("reference_impl.engine.http_api", "reference_impl.engine.openai_api"),
+    ("conformance.schema.evolution", "conformance.schema.isolation"),
+    ("reference_tools.adapter", "reference_tools.e2e.checks"),
+    pytest.param(("conformance.report", "conformance.site"), marks=pytest.mark.xfail(
+        strict=True, reason="broken where conformance.site stops importing the report (another branch); then drop "
+                            "this mark and the entry in KNOWN_LAZY_CYCLES")),
+], ids=lambda pair: "<->".join(m.rsplit(".", 1)[-1] for m in pair))
+def test_a_broken_cycle_stays_broken(pair):
+    """The four cycles issue 21 found, each hidden by an import inside a function: no import, at
+    any depth, leads back."""
+    assert not any(set(pair) <= cycle for cycle in _cycles(lazy=True)), f"{pair[0]} and {pair[1]} import each other"
+
+
+def test_the_cycle_check_sees_a_lazy_import():
+    """The checker itself: an import inside a function that closes a cycle is found."""
+    probes = {ROOT / "conformance" / "_cycle_probe_a.py": "from conformance import _cycle_probe_b\n",
+              ROOT / "conformance" / "_cycle_probe_b.py": "def f():\n    from conformance import _cycle_probe_a\n"}
+    for path, text in probes.items():
+        path.write_text(text, encoding="utf-8")
+    try:
+        assert frozenset({"conformance._cycle_probe_a", "conformance._cycle_probe_b"}) in _cycles(lazy=True)
+        assert _cycles(lazy=False) == []
+    finally:
+        for path in probes:
+            path.unlink()
 
 
 @pytest.mark.parametrize("package", ["conformance", "conformance.schema", "conformance.suite", "conformance.adapters",

@@ -1,8 +1,11 @@
-"""The wheel carries the whole suite: spec/ and golden/ data, entry points, both packages."""
+"""The wheel carries the whole suite: spec/ and golden/ data, entry points, both packages, their
+py.typed markers and full metadata; the version is written once."""
 
 from __future__ import annotations
 
+import email
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -12,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+import conformance
 
-pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -28,6 +31,7 @@ def wheel(tmp_path_factory) -> Path:
     return found
 
 
+@pytest.mark.slow
 def test_wheel_contains_data_and_entry_points(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "conformance/_data/spec/manifests/sglang-0.5.23.json" in names
@@ -51,6 +55,7 @@ def installed(wheel, tmp_path_factory):
     return env_dir, env
 
 
+@pytest.mark.slow
 def test_fresh_venv_loads_the_manifest_from_the_installed_package(installed, tmp_path):
     env_dir, env = installed
     python = env_dir / "bin" / "python"
@@ -65,6 +70,7 @@ def test_fresh_venv_loads_the_manifest_from_the_installed_package(installed, tmp
     assert count == "101" and echoed == "sglang-0.5.23"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("impl", ["reference", "cmd:python -m reference_impl.testee"])
 def test_installed_suite_runs_outside_the_source_tree(installed, tmp_path, impl):
     """Entry points and data files ship: the console script, the pytest plugin, the
@@ -78,3 +84,51 @@ def test_installed_suite_runs_outside_the_source_tree(installed, tmp_path, impl)
     last = proc.stdout.strip().splitlines()[-1]
     assert last.startswith("conformance: ") and " 0 failed" in last
     assert int(last.split()[1]) > 20  # golden, round trip, socket... checks of AbortReq ran
+
+
+@pytest.mark.slow
+def test_wheel_ships_type_information_and_full_metadata(wheel):
+    """py.typed for both typed packages (PEP 561); the version of conformance/__init__.py; the
+    classifiers a user filters by; no test-only dependency among those every install pulls in."""
+    archive = zipfile.ZipFile(wheel)
+    names = archive.namelist()
+    assert {"conformance/py.typed", "reference_impl/py.typed"} <= set(names)
+    meta = email.message_from_bytes(archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))))
+    assert meta["Version"] == conformance.__version__
+    classifiers = set(meta.get_all("Classifier"))
+    assert {"Framework :: Pytest", "Typing :: Typed", "Programming Language :: Python :: 3.10"} <= classifiers
+    runtime = {re.split(r"[<>=!~; \[]", r, maxsplit=1)[0].lower() for r in meta.get_all("Requires-Dist")
+               if "extra ==" not in r}
+    # pytest, hypothesis and pytest-xdist are the plugin's own runtime; what only the tests use is not
+    assert runtime == {"msgspec", "pydantic", "pyzmq", "numpy", "torch", "hypothesis", "pytest", "pytest-xdist",
+                       "jinja2"}
+
+
+#: Files a version number could be copied into by hand.
+_VERSION_HOMES = ("conformance", "reference_impl", "reference_tools", "examples", "docs", "spec")
+
+
+def test_the_version_is_written_once():
+    """conformance/__init__.py holds it; hatch reads it there for the wheel, reference_impl
+    re-exports it, the CLI and reports import it. No other file spells it out."""
+    version = conformance.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+(?:[.-]?\w+)?", version)
+    literal = re.compile(rf"""["']{re.escape(version)}["']""")
+    copies = [str(path.relative_to(ROOT)) for home in _VERSION_HOMES for path in sorted((ROOT / home).rglob("*"))
+              if path.suffix in (".py", ".toml", ".cfg", ".json", ".md") and path.is_file()
+              and path != ROOT / "conformance" / "__init__.py" and literal.search(path.read_text(errors="replace"))]
+    copies += ["pyproject.toml"] if literal.search((ROOT / "pyproject.toml").read_text()) else []
+    assert copies == [], f"the version {version} is written by hand in {copies}: import conformance.__version__"
+    assert 'path = "conformance/__init__.py"' in (ROOT / "pyproject.toml").read_text()
+    import reference_impl
+
+    assert reference_impl.__version__ == version
+
+
+def test_the_changelog_has_a_section_for_the_version():
+    """Keep a Changelog: `## [X.Y.Z] - date` per released version, `## [Unreleased]` above it."""
+    text = (ROOT / "CHANGELOG.md").read_text()
+    released = re.findall(r"^## \[(\d+\.\d+\.\d+[^\]]*)\] - \d{4}-\d{2}-\d{2}$", text, re.MULTILINE)
+    assert conformance.__version__ in released or "## [Unreleased]" in text
+    assert released and released[0] == max(released, key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v)))
+    assert text.index("## [Unreleased]") < text.index(f"## [{released[0]}]")

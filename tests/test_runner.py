@@ -175,3 +175,16 @@ def test_one_option_table_feeds_both_front_doors(monkeypatch):
         assert (option.pytest_flag in shown) != option.hidden, option.name
     assert options.pytest_args({"impl": "x", "strict": True, "report": None, "e2e": False}) == [
         "--ipc-impl", "x", "--ipc-strict"]
+
+
+def test_runner_takes_its_options_from_the_table():
+    """runner.run() lists no option of its own: it takes each of the table's by dest and refuses others."""
+    import inspect
+
+    from conformance import runner
+    from conformance.plugin import options
+
+    assert set(inspect.signature(runner.run).parameters) == {"pytest_args", "workers", "chosen"}
+    with pytest.raises(TypeError, match=r"unknown options \['nosuch'\].*'report_dir'"):
+        runner.run(nosuch=1)
+    assert {o.dest for o in options.OPTIONS if o.cli} >= {"impl", "transport", "report", "report_dir", "peer"}

@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+from conformance.errors import UsageError
 from conformance.plugin import options, verdicts
 from conformance.plugin.checks import HARNESS_ERROR, check_id_of
 
@@ -84,12 +85,31 @@ class ConformanceRun:
         for given in (self.options["manifest"], self.options["peer"]):
             if given:
                 load_manifest(given)
+        peer = self.options["peer"]
+        if peer and load_manifest(peer).is_dataclass_catalogue:
+            from conformance.schema.manifest import wire_manifests
+
+            raise UsageError(f"--peer {peer}: a dataclass catalogue (pickle only) has no structs to exchange with; "
+                             f"give a msgspec release ({', '.join(wire_manifests())})")
+        self._check_outputs()
         if self.options["expectations"]:
             self.expectations_path  # noqa: B018 - a list that is neither a file nor bundled is a UsageError
         if start:
             self.session.manifest  # noqa: B018 - loads the adapter, then the manifest it claims
         else:
             check_spec(self.options["impl"])
+
+    def _check_outputs(self) -> None:
+        """--report and --report-dir are written after the checks: a folder that cannot hold them
+        is said now, not after minutes of work."""
+        if self.options["report"] and not Path(self.options["report"]).parent.is_dir():
+            raise UsageError(f"--report {self.options['report']}: no folder {Path(self.options['report']).parent}")
+        if self.options["report_dir"]:
+            try:
+                Path(self.options["report_dir"]).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise UsageError(f"--report-dir {self.options['report_dir']}: cannot create it: "
+                                 f"{(exc.strerror or str(exc)).lower()}") from None
 
     @cached_property
     def target_spec(self) -> str:

@@ -223,6 +223,9 @@ def read_allow_file(path: str) -> tuple[list[Allowance], str]:
     """(the declared changes of the file, a line saying where they came from). A missing file
     declares nothing (a repository that never declared a change has none)."""
     file = Path(path)
+    if file.is_dir():
+        raise UsageError(f"--allow-file {path} is a folder: give a file of declared changes, one STRUCT[.FIELD][:RULE] "
+                         "a line")
     if not file.is_file():
         return [], f"declared changes: none ({path} does not exist)"
     allowances = parse_allowances(file.read_text().splitlines(), path)

@@ -17,6 +17,7 @@ of a field IS the wire format, so every rule is double-checked position by posit
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -26,29 +27,45 @@ from conformance.schema.manifest import Manifest, StructSpec, T, bundled_manifes
 from conformance.schema.renames import struct_renames
 
 __all__ = [
-    "Change", "Diff", "FULL", "BACKWARD", "FORWARD", "BREAKING", "MODES", "RULES",
-    "allowed", "diff", "older_manifests", "render_text",
+    "Change", "Compat", "Diff", "FULL", "BACKWARD", "FORWARD", "BREAKING", "MODES", "RULES",
+    "allowed", "compat", "meet", "diff", "older_manifests", "render_text",
 ]
 
+
 # -- classifications: the set of directions that still work -------------------------
-FULL, BACKWARD, FORWARD, BREAKING = "FULL", "BACKWARD", "FORWARD", "BREAKING"
-_DIRS = {FULL: frozenset("bf"), BACKWARD: frozenset("b"), FORWARD: frozenset("f"), BREAKING: frozenset()}
-_NAMES = {v: k for k, v in _DIRS.items()}
+class Compat(enum.Flag):
+    """A classification as the set of directions that still work; its name is the level."""
+
+    BREAKING = 0
+    BACKWARD = enum.auto()  # a reader with the NEW schema decodes what a writer with the OLD one sends
+    FORWARD = enum.auto()  # a reader with the OLD schema decodes what a writer with the NEW one sends
+    FULL = BACKWARD | FORWARD
+
+
+#: The level names, as changes, reports and JSON carry them.
+FULL, BACKWARD, FORWARD, BREAKING = (c.name for c in (Compat.FULL, Compat.BACKWARD, Compat.FORWARD,
+                                                      Compat.BREAKING))
 MODES = ("FULL", "BACKWARD", "FORWARD", "NONE")
 
 
+def compat(level: str) -> Compat:
+    """The directions a level name allows (KeyError for a name that is no level)."""
+    return Compat[level]
+
+
 def meet(*levels: str) -> str:
-    dirs = frozenset("bf")
+    """The level of a change made of parts at these levels: the directions all of them allow."""
+    dirs = Compat.FULL
     for level in levels:
-        dirs &= _DIRS[level]
-    return _NAMES[dirs]
+        dirs &= Compat[level]
+    return str(dirs.name)
 
 
 def allowed(level: str, mode: str) -> bool:
     """Does a change classified `level` pass `--check mode`?"""
     if mode == "NONE":
         return True
-    return _DIRS[mode] <= _DIRS[level]
+    return Compat[mode] in Compat[level]
 
 
 # -- the rules --------------------------------------------------------------------
@@ -251,7 +268,6 @@ def _field_text(f, index: int) -> str:
     return f"{f.name}: {f.type}{default} (position {index})"
 
 
-
 def _class_moved(name: str, old_module: str, new_module: str, new_modules: set) -> Change:
     """Pickle names a class by module: an old pickle still loads while the old module exists and
     re-exports the class (0.5.23's schedule_batch.py re-exports Modality); a module the new
@@ -395,7 +411,8 @@ class _StructDiff:
                 detail = f"{a.name}: {a.type} -> {b.type}: {codes(leaves_a)} -> {codes(leaves_b)}"
             elif level != (lenient := _type_level(old_t, new_t, False, lossy=True)):
                 # only int -> float stands between this change and a milder verdict
-                rule = "int-to-float" if "b" in _DIRS[lenient] - _DIRS[level] else "float-to-int"
+                rule = ("int-to-float" if Compat.BACKWARD in Compat[lenient] & ~Compat[level]
+                        else "float-to-int")
                 detail = f"{a.name}: {a.type} -> {b.type} (position {index})"
             else:
                 rule = {FULL: "type-respelled", BACKWARD: "type-widened", FORWARD: "type-narrowed",
@@ -444,7 +461,7 @@ class _StructDiff:
         backward, forward = direction(new_f, old_f), direction(old_f, new_f)
         level = meet(*(FORWARD if backward else FULL,), *(BACKWARD if forward else FULL,))
         mine = meet(*(c.msgpack for c in self.out if c.subject == self.name))
-        if _DIRS[level] < _DIRS[mine]:
+        if Compat[level] in Compat[mine] and level != mine:  # strictly fewer directions than the rest say
             reasons = "; ".join(filter(None, [backward and f"new readers: {backward}",
                                               forward and f"old readers: {forward}"]))
             self.add("fields-shifted", reasons, level, FULL)

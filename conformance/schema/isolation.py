@@ -6,7 +6,8 @@ also checked alone: the reader is the writer's release with only that subject ta
 the other release (and whatever new structs and enums the subject's fields need), so every
 byte that differs from the writer's meaning is this subject's doing. The writer's vectors
 of each message that carries the subject are decoded with that reader, both directions and
-both transports; the diff's verdict for the subject must agree, as in evolution.verify.
+both transports; the diff's verdict for the subject must agree, as in evolution.verify (which
+calls this module; the exchange itself is exchange.py's).
 """
 
 from __future__ import annotations
@@ -15,8 +16,18 @@ from typing import Iterable
 
 import msgspec
 
-from conformance.schema.diff import _DIRS, Diff, meet
-from conformance.schema.evolution import LOUD, OK, SILENT, TRANSPORTS, Exchange, VersionSide, exchange, reach
+from conformance.schema.diff import Diff, compat, meet
+from conformance.schema.exchange import (
+    LOUD,
+    OK,
+    SILENT,
+    TRANSPORTS,
+    Exchange,
+    VersionSide,
+    direction_of,
+    exchange,
+    reach,
+)
 from conformance.schema.golden.catalogue import catalogue_for
 from conformance.schema.manifest import Manifest, parse
 
@@ -65,7 +76,7 @@ def verify_each_change(old: Manifest, new: Manifest, result: Diff,
             carriers = [m.name for m in writer.manifest.messages if subject in reach(writer.manifest, m.name)]
             for transport in transports:
                 level = meet(*(getattr(c, transport) for c in changes))
-                bad = sorted({c.rule for c in changes if direction[0] not in _DIRS[getattr(c, transport)]})
+                bad = sorted({c.rule for c in changes if direction_of(direction) not in compat(getattr(c, transport))})
                 outcome, evidence = _worst(writer, reader, carriers, transport)
                 out.append(Exchange(subject, direction, transport, outcome, evidence, level, bad))
     return out

@@ -21,6 +21,7 @@ import msgspec
 
 from conformance.schema.manifest import Manifest, T
 from conformance.schema.manifest import parse as parse_type
+from conformance.schema.msgpack_headers import FALSE, FORMATS, NIL, TRUE, HeaderError, fixext_marker, markers, read_head
 
 __all__ = ["Item", "FormError", "parse", "write", "form_differences", "unordered_paths", "rewrite", "fits_float32",
            "Float32", "WideInt", "MapPairs", "from_value", "write_value", "read_value", "rewrite_value"]
@@ -64,16 +65,6 @@ class Item:
 
 
 # -- parse ------------------------------------------------------------------------------
-_FIXED = {0xCA: (">f", "float32"), 0xCB: (">d", "float64"), 0xCC: (">B", "int"), 0xCD: (">H", "int"),
-          0xCE: (">I", "int"), 0xCF: (">Q", "int"), 0xD0: (">b", "int"), 0xD1: (">h", "int"),
-          0xD2: (">i", "int"), 0xD3: (">q", "int")}
-_SIZED = {0xD9: (">B", "str"), 0xDA: (">H", "str"), 0xDB: (">I", "str"), 0xC4: (">B", "bin"),
-          0xC5: (">H", "bin"), 0xC6: (">I", "bin"), 0xDC: (">H", "array"), 0xDD: (">I", "array"),
-          0xDE: (">H", "map"), 0xDF: (">I", "map"), 0xC7: (">B", "ext"), 0xC8: (">H", "ext"),
-          0xC9: (">I", "ext")}
-_FIXEXT = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
-
-
 def parse(data: Union[bytes, bytearray, memoryview]) -> Item:
     """The form of one msgpack object; FormError when it is cut short or bytes follow it."""
     data = bytes(data)
@@ -83,13 +74,6 @@ def parse(data: Union[bytes, bytearray, memoryview]) -> Item:
     return item
 
 
-def _take(data: bytes, pos: int, fmt: str) -> tuple[Any, int]:
-    size = struct.calcsize(fmt)
-    if pos + size > len(data):
-        raise FormError(f"cut short at offset {pos}")
-    return struct.unpack_from(fmt, data, pos)[0], pos + size
-
-
 def _bytes(data: bytes, pos: int, size: int) -> tuple[bytes, int]:
     if pos + size > len(data):
         raise FormError(f"cut short at offset {pos}: {size} bytes announced, {len(data) - pos} left")
@@ -97,43 +81,25 @@ def _bytes(data: bytes, pos: int, size: int) -> tuple[bytes, int]:
 
 
 def _item(data: bytes, pos: int) -> tuple[Item, int]:
-    if pos >= len(data):
-        raise FormError(f"cut short at offset {pos}")
-    b = data[pos]
-    pos += 1
-    if b <= 0x7F or b >= 0xE0:
-        return Item("int", b if b <= 0x7F else b - 0x100), pos
-    if 0xA0 <= b <= 0xBF:
-        raw, pos = _bytes(data, pos, b & 0x1F)
-        return Item("str", raw), pos
-    if 0x90 <= b <= 0x9F:
-        return _container(data, pos, "array", b & 0x0F)
-    if 0x80 <= b <= 0x8F:
-        return _container(data, pos, "map", b & 0x0F)
-    if b == 0xC0:
-        return Item("nil"), pos
-    if b in (0xC2, 0xC3):
-        return Item("bool", b == 0xC3), pos
-    if b in _FIXED:
-        fmt, kind = _FIXED[b]
-        value, pos = _take(data, pos, fmt)
-        return Item(kind, value), pos
-    if b in _FIXEXT:
-        code, pos = _take(data, pos, ">b")
-        raw, pos = _bytes(data, pos, _FIXEXT[b])
-        return Item("ext", raw, code=code), pos
-    if b in _SIZED:
-        fmt, kind = _SIZED[b]
-        size, pos = _take(data, pos, fmt)
-        if kind in ("array", "map"):
-            return _container(data, pos, kind, size)
-        if kind == "ext":
-            code, pos = _take(data, pos, ">b")
-            raw, pos = _bytes(data, pos, size)
-            return Item("ext", raw, code=code), pos
-        raw, pos = _bytes(data, pos, size)
-        return Item(kind, raw), pos
-    raise FormError(f"byte 0x{b:02x} at offset {pos - 1} is not a msgpack type")
+    try:
+        head = read_head(data, pos)
+    except HeaderError as exc:
+        raise FormError(str(exc)) from None
+    b, kind, body = data[pos], head.kind, pos + head.size
+    if kind in ("array", "map"):
+        return _container(data, body, kind, head.length)
+    if kind == "nil":
+        return Item("nil"), body
+    if kind == "bool":
+        return Item("bool", b == TRUE), body
+    if kind == "int" and head.length == 0:  # a fixint: the first byte is the value
+        return Item("int", b if b <= 0x7F else b - 0x100), body
+    raw, end = _bytes(data, body, head.length)
+    if kind == "ext":
+        return Item("ext", raw, code=struct.unpack_from(">b", data, body - 1)[0]), end
+    if kind in ("str", "bin"):
+        return Item(kind, raw), end
+    return Item(kind, struct.unpack(FORMATS[b][1], raw)[0]), end  # int, float32, float64
 
 
 def _container(data: bytes, pos: int, kind: str, count: int) -> tuple[Item, int]:
@@ -152,68 +118,64 @@ def write(item: Item) -> bytes:
     return bytes(out)
 
 
-def _header(out: bytearray, size: int, fix: Optional[int], fix_max: int, forms: tuple[int, ...]) -> None:
+def _header(out: bytearray, size: int, fix: Optional[int], fix_max: int, kind: str) -> None:
     if fix is not None and size <= fix_max:
         out.append(fix | size)
         return
-    for marker, fmt in zip(forms, (">B", ">H", ">I")):
-        if marker and size < 1 << (8 * struct.calcsize(fmt)):
+    for marker in markers(kind):
+        fmt = FORMATS[marker][1]
+        if size < 1 << (8 * struct.calcsize(fmt)):
             out.append(marker)
             out += struct.pack(fmt, size)
             return
     raise FormError(f"length {size} does not fit msgpack")
 
 
+def _number(out: bytearray, kind: str, value: Any) -> None:
+    """A float in the one form of its kind (float32, float64)."""
+    (marker,) = markers(kind)
+    out.append(marker)
+    out += struct.pack(FORMATS[marker][1], value)
+
+
 def _write(item: Item, out: bytearray) -> None:
     k, v = item.kind, item.value
     if k == "nil":
-        out.append(0xC0)
+        out.append(NIL)
     elif k == "bool":
-        out.append(0xC3 if v else 0xC2)
+        out.append(TRUE if v else FALSE)
     elif k == "int":
-        if item.wide:
-            out.append(0xCF if v >= 0 else 0xD3)
-            out += struct.pack(">Q" if v >= 0 else ">q", v)
-            return
-        if 0 <= v <= 0x7F or -32 <= v < 0:
+        if not item.wide and (0 <= v <= 0x7F or -32 <= v < 0):
             out += struct.pack(">b" if v < 0 else ">B", v)
             return
-        if v >= 0:
-            for marker, fmt in ((0xCC, ">B"), (0xCD, ">H"), (0xCE, ">I"), (0xCF, ">Q")):
-                if v < 1 << (8 * struct.calcsize(fmt)):
-                    out.append(marker)
-                    out += struct.pack(fmt, v)
-                    return
-        else:
-            for marker, fmt in ((0xD0, ">b"), (0xD1, ">h"), (0xD2, ">i"), (0xD3, ">q")):
-                if v >= -(1 << (8 * struct.calcsize(fmt) - 1)):
-                    out.append(marker)
-                    out += struct.pack(fmt, v)
-                    return
+        # the narrowest form that holds v (wide: the 64-bit one, as a careless encoder writes it)
+        forms = markers("int", signed=v < 0)[-1:] if item.wide else markers("int", signed=v < 0)
+        for marker in forms:
+            bits = 8 * struct.calcsize(FORMATS[marker][1])
+            if (v < 1 << bits) if v >= 0 else (v >= -(1 << (bits - 1))):
+                out.append(marker)
+                out += struct.pack(FORMATS[marker][1], v)
+                return
         raise FormError(f"int {v} does not fit msgpack")
-    elif k == "float32":
-        out.append(0xCA)
-        out += struct.pack(">f", v)
-    elif k == "float64":
-        out.append(0xCB)
-        out += struct.pack(">d", v)
+    elif k in ("float32", "float64"):
+        _number(out, k, v)
     elif k == "str":
-        _header(out, len(v), 0xA0, 31, (0xD9, 0xDA, 0xDB))
+        _header(out, len(v), 0xA0, 31, "str")
         out += v
     elif k == "bin":
-        _header(out, len(v), None, 0, (0xC4, 0xC5, 0xC6))
+        _header(out, len(v), None, 0, "bin")
         out += v
     elif k in ("array", "map"):
         count = len(item.items) // (2 if k == "map" else 1)
-        _header(out, count, 0x90 if k == "array" else 0x80, 15, (0, 0xDC, 0xDD) if k == "array" else (0, 0xDE, 0xDF))
+        _header(out, count, 0x90 if k == "array" else 0x80, 15, k)
         for child in item.items:
             _write(child, out)
     elif k == "ext":
-        fix = {1: 0xD4, 2: 0xD5, 4: 0xD6, 8: 0xD7, 16: 0xD8}.get(len(v))
+        fix = fixext_marker(len(v))
         if fix is not None:
             out.append(fix)
         else:
-            _header(out, len(v), None, 0, (0xC7, 0xC8, 0xC9))
+            _header(out, len(v), None, 0, "ext")
         out += struct.pack(">b", item.code)
         out += v
     else:

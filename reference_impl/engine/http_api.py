@@ -16,101 +16,29 @@ never reach a scheduler; engine failures are 5xx JSON.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Awaitable, Callable, Optional
+from typing import Any, AsyncIterator, Callable, Optional
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
 from . import protocol
+from .http_stream import (
+    ClientGone,
+    collect,
+    error_response,
+    first_item,
+    sse,
+    stream_response,
+    unless_disconnected,
+)
+from .openai_api import add_openai_routes
 from .protocol import AbortRequest, EncodeRequest, GenerateRequest, RequestError, parse_body
 from .tokenizer_manager import EngineError, TokenizerManager
 from .tracing import trace_headers
 
 logger = logging.getLogger(__name__)
-
-
-def sse(data: Any) -> bytes:
-    return b"data: " + json.dumps(data, ensure_ascii=False).encode() + b"\n\n"
-
-
-SSE_DONE = b"data: [DONE]\n\n"
-
-
-def error_response(exc: Exception) -> JSONResponse:
-    if isinstance(exc, (RequestError, EngineError)):
-        return JSONResponse(exc.to_json(), status_code=exc.status_code)
-    logger.exception("internal error", exc_info=exc)
-    return JSONResponse(EngineError(f"{type(exc).__name__}: {exc}").to_json(), status_code=500)
-
-
-async def stream_response(first: Any, rest: AsyncIterator[Any], render: Callable[[Any], list[bytes]],
-                          tail: Callable[[], list[bytes]] = lambda: []) -> StreamingResponse:
-    """SSE: the already-received first item, the rest, [DONE]; an engine error mid-stream becomes an error event."""
-
-    async def body() -> AsyncIterator[bytes]:
-        try:
-            for chunk in render(first):
-                yield chunk
-            async for item in rest:
-                for chunk in render(item):
-                    yield chunk
-            for chunk in tail():
-                yield chunk
-        except (EngineError, RequestError) as exc:
-            yield sse({"error": exc.to_json()})
-        finally:
-            await rest.aclose()
-        yield SSE_DONE
-
-    return StreamingResponse(body(), media_type="text/event-stream")
-
-
-async def first_item(agen: AsyncIterator[Any]) -> Any:
-    """Start a stream: errors before the first item are plain HTTP errors, not a 200 stream."""
-    try:
-        return await agen.__anext__()
-    except BaseException:
-        await agen.aclose()
-        raise
-
-
-async def collect(agen: AsyncIterator[Any]) -> Any:
-    last = None
-    async for item in agen:
-        last = item
-    return last
-
-
-class ClientGone(Exception):
-    """The HTTP client disconnected before its (non-streaming) answer was ready."""
-
-
-async def _until_disconnected(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
-async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
-    """Await work (the body is already read); if the client disconnects first, cancel it - the
-    tokenizer manager then aborts the requests in the scheduler, which stops spending compute
-    on them - and raise ClientGone."""
-    task = asyncio.ensure_future(work)
-    watch = asyncio.ensure_future(_until_disconnected(request))
-    try:
-        await asyncio.wait({task, watch}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watch.cancel()
-    if not task.done():
-        task.cancel()
-        try:
-            await task
-        except BaseException:  # noqa: BLE001 - cancelled, or failed while cancelling: either way gone
-            pass
-        raise ClientGone()
-    return task.result()
 
 
 class BodyLimit:
@@ -248,8 +176,6 @@ def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = 
         return JSONResponse({"model_path": tm.config.model_path, "tokenizer_path": tm.config.model_path,
                              "is_generation": True, "served_model_name": tm.config.served_model_name,
                              "weight_version": tm.weight_version})
-
-    from .openai_api import add_openai_routes
 
     add_openai_routes(app, tm)
     return app

@@ -18,7 +18,7 @@ from typing import Any, Optional
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from .http_api import collect, first_item, sse, stream_response, unless_disconnected
+from .http_stream import collect, first_item, sse, stream_response, unless_disconnected
 from .protocol import (
     ChatCompletionRequest,
     CompletionRequest,

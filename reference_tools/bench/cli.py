@@ -7,6 +7,8 @@ import re
 import sys
 from typing import Optional
 
+from conformance.errors import USAGE_EXIT, UsageError
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b?|b)?\s*$", re.IGNORECASE)
 
 
@@ -29,8 +31,7 @@ def _codec(args: argparse.Namespace) -> int:
                         max_tensor_bytes=args.max_tensor_bytes, tiny=args.tiny, clock=args.clock,
                         collect=args.gc, progress=progress)
     except (ValueError, RuntimeError) as exc:  # unknown --impl, SGLang asked for but not importable
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     out = cb.render_markdown(report) if args.format == "markdown" else cb.render_text(report)
     sys.stdout.write(out)
     if args.json:
@@ -50,8 +51,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         settings = sb.settings_from_args(args)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise UsageError(str(exc)) from None
     report = sb.run(settings, log=None if args.quiet else sb.log)
     out = sb.render_markdown(report) if args.format == "markdown" else sb.render_text(report)
     sys.stdout.write(out)
@@ -98,7 +98,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="ipc-conformance")
     add_parser(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except UsageError as exc:  # as `ipc-conformance bench` says it: one line, no traceback
+        print(f"{parser.prog} bench {args.bench_command}: error: {exc}", file=sys.stderr)
+        return USAGE_EXIT
 
 
 if __name__ == "__main__":

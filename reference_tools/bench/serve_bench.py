@@ -172,6 +172,10 @@ def validate(s: Settings) -> None:
     if s.model is None and s.input_len + s.output_len > 512 and not s.urls:
         raise ValueError(f"the built-in tiny model has a 512-token context; input {s.input_len} + output "
                          f"{s.output_len} does not fit (use --model)")
+    if s.model is not None and not s.urls and not os.path.isfile(os.path.join(s.model, "config.json")):
+        raise ValueError(f"--model {s.model}: no config.json there (a Hugging Face-style checkpoint directory)")
+    if any(c < 1 for c in s.concurrency) or any(n < 1 for n in s.num_prompts):
+        raise ValueError("--concurrency and --num-prompts must be >= 1")
     if s.context_length is not None and s.context_length < s.input_len + s.output_len:
         raise ValueError(f"--context-length {s.context_length} < input {s.input_len} + output {s.output_len}")
 

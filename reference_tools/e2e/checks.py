@@ -15,6 +15,8 @@ from typing import Any, Iterable
 from conformance.suite import tapped
 from conformance.suite.tapped import leftover_wrapper_failures, processes_in_trace
 from reference_impl.engine.tap import TapRecord
+from reference_tools.adapter import ReferenceAdapter
+from reference_tools.e2e.expected import CHAIN, EMBED_CHAIN, link_messages
 
 __all__ = ["CHAIN", "EMBED_CHAIN", "decode_raw", "leftover_wrapper_failures", "link_failures", "link_messages",
            "max_batch", "processes_in_trace", "struct_types", "tensors_on_wire", "time_stats_failures",
@@ -23,8 +25,6 @@ __all__ = ["CHAIN", "EMBED_CHAIN", "decode_raw", "leftover_wrapper_failures", "l
 
 @lru_cache(maxsize=1)
 def _reference() -> Any:
-    from reference_tools.adapter import ReferenceAdapter
-
     return ReferenceAdapter()
 
 
@@ -53,20 +53,6 @@ def struct_types(records: Iterable[TapRecord]) -> dict[str, set[str]]:
     return tapped.struct_types(records, _reference())
 
 
-def link_messages(dp_size: int) -> dict[str, set[str]]:
-    """The structs the scenario must send over each link (at least)."""
-    control = {"AbortReq", "FlushCacheReqInput", "UpdateWeightsFromTensorReqInput"}
-    out = {
-        "controller<-tokenizer_manager": {"TokenizedGenerateReqInput", "TokenizedEmbeddingReqInput", *control},
-        "detokenizer<-schedulers": {"BatchTokenIDOutput", "BatchEmbeddingOutput"},
-        "tokenizer_manager<-engine": {"BatchStrOutput", "BatchEmbeddingOutput", "FlushCacheReqOutput",
-                                      "UpdateWeightsFromTensorReqOutput"},
-    }
-    for rank in range(dp_size):
-        out[f"scheduler_{rank}<-controller"] = {"TokenizedGenerateReqInput", *control}
-    return out
-
-
 def link_failures(records: Iterable[TapRecord], dp_size: int) -> list[str]:
     """Every link carried the structs the scenario sends over it."""
     return tapped.link_failures(records, _reference(), link_messages(dp_size))
@@ -92,14 +78,6 @@ def tensors_on_wire(records: Iterable[TapRecord]) -> int:
             if isinstance(value, list) and any(isinstance(v, torch.Tensor) for v in value):
                 count += 1
     return count
-
-
-# -- tracing ---------------------------------------------------------------------------
-#: The span names of one request's trace, in order: generate requests, then embeddings.
-CHAIN = ("tokenizer_manager.request", "controller.dispatch", "scheduler.request", "detokenizer.decode",
-         "tokenizer_manager.response")
-EMBED_CHAIN = ("tokenizer_manager.request", "controller.dispatch", "scheduler.embed", "detokenizer.pass_embedding",
-               "tokenizer_manager.response")
 
 
 def trace_failures(spans: list[dict], trace_id: str, parent_span: str, chain: tuple[str, ...] = CHAIN) -> list[str]:

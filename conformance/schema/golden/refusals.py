@@ -27,6 +27,7 @@ from conformance.schema.golden import view as jview
 from conformance.schema.manifest import Manifest
 from conformance.schema.manifest.model import StructSpec
 from conformance.schema.manifest.typeexpr import T
+from conformance.schema.msgpack_headers import read_head
 
 __all__ = ["FILE", "FORMAT", "Refusal", "build", "corpus_text", "load"]
 
@@ -632,37 +633,11 @@ def _tokens(data: bytes) -> Iterator[tuple[int, int, int, str]]:
     scalar, str, bin, ext, array, map); containers have body length 0 (items follow)."""
     i = 0
     while i < len(data):
-        b = data[i]
-        if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3):
-            head, body, kind = 1, 0, "scalar"
-        elif 0x80 <= b <= 0x8F:
-            head, body, kind = 1, 0, "map"
-        elif 0x90 <= b <= 0x9F:
-            head, body, kind = 1, 0, "array"
-        elif 0xA0 <= b <= 0xBF:
-            head, body, kind = 1, b & 0x1F, "str"
-        elif b in _FIXED_WIDTH:
-            head, body, kind = 1, _FIXED_WIDTH[b], "scalar"
-        elif b in _LENGTH_WIDTH:
-            w = _LENGTH_WIDTH[b]
-            head, body, kind = 1 + w, int.from_bytes(data[i + 1:i + 1 + w], "big"), "str" if b >= 0xD9 else "bin"
-        elif b in (0xD4, 0xD5, 0xD6, 0xD7, 0xD8):
-            head, body, kind = 2, 1 << (b - 0xD4), "ext"
-        elif b in (0xC7, 0xC8, 0xC9):
-            w = {0xC7: 1, 0xC8: 2, 0xC9: 4}[b]
-            head, body, kind = 2 + w, int.from_bytes(data[i + 1:i + 1 + w], "big"), "ext"
-        elif b in (0xDC, 0xDD, 0xDE, 0xDF):
-            head, body, kind = 1 + (2 if b in (0xDC, 0xDE) else 4), 0, "array" if b <= 0xDD else "map"
-        else:
-            raise ValueError(f"byte {b:#04x} at {i} starts no msgpack token")
-        yield i, head, body, kind
-        i += head + body
-
-
-#: Numbers and floats of a fixed width, by first byte: the width of their body.
-_FIXED_WIDTH = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8, 0xCA: 4, 0xCB: 8}
-#: str 8/16/32 and bin 8/16/32, by first byte: the width of their length.
-_LENGTH_WIDTH = {0xD9: 1, 0xDA: 2, 0xDB: 4, 0xC4: 1, 0xC5: 2, 0xC6: 4}
+        head = read_head(data, i)  # a ValueError where no token starts
+        kind = head.kind if head.kind in ("str", "bin", "ext", "array", "map") else "scalar"
+        body = 0 if kind in ("array", "map") else head.length
+        yield i, head.size, body, kind
+        i += head.size + body
 
 
 def _cut_points(data: bytes) -> Iterator[int]:

@@ -17,6 +17,7 @@ from typing import Any, Iterable, Optional, Sequence
 
 import msgspec
 
+from conformance.errors import UsageError
 from conformance.schema.manifest.messages import message_union, struct_role
 from conformance.schema.manifest.model import Default, EnumSpec, Field, Manifest, Role, StructSpec
 from conformance.schema.manifest.typeexpr import T, canonical, render
@@ -375,6 +376,9 @@ def extract_with_classes(
     module = importlib.import_module(module_name)
     for extra in imports:  # modules that register custom types on import
         importlib.import_module(extra)
+    missing = [r for r in roots if not isinstance(getattr(module, r, None), type)]
+    if missing:
+        raise UsageError(f"--root {missing[0]}: no class of that name in {module_name}")
     root_classes = [getattr(module, r) for r in roots] if roots else _default_roots(module)
     registered = [
         t for t in getattr(module, union_attr, ())

@@ -3,8 +3,10 @@ source mode (classes read with ast), so the two extract the same manifest."""
 
 from __future__ import annotations
 
+import difflib
 from typing import Callable, Iterable, List, Sequence, TypeVar
 
+from conformance.errors import UsageError
 from conformance.schema.manifest.model import Role
 
 C = TypeVar("C")
@@ -15,7 +17,8 @@ __all__ = ["message_union", "struct_role"]
 def message_union(roots: Sequence[C], registered: Sequence[C], subclasses: Callable[[C], Iterable[C]],
                   name: Callable[[C], str], *, dataclass_catalogue: bool, exclude: Iterable[str]) -> List[C]:
     """Every subclass of each root (the root itself when it has none), then the classes the
-    union attribute registers, once each, less `exclude`. In a dataclass catalogue the HTTP-side
+    union attribute registers, once each, less `exclude` (a name that is no message of the union
+    is the user's typo: UsageError). In a dataclass catalogue the HTTP-side
     request (GenerateReqInput) is tokenized before it crosses a process (TokenizedGenerateReqInput):
     it is no IPC message, as 0.5.15+ leave it out of _all_types."""
     union: List[C] = []
@@ -26,10 +29,15 @@ def message_union(roots: Sequence[C], registered: Sequence[C], subclasses: Calla
     for cls in registered:
         if cls not in union:
             union.append(cls)
+    candidates = [name(c) for c in union]
     if dataclass_catalogue:
-        names = {name(c) for c in union}
+        names = set(candidates)
         union = [c for c in union if "Tokenized" + name(c) not in names]
     excluded = set(exclude)
+    for unknown in sorted(excluded - set(candidates)):
+        near = difflib.get_close_matches(unknown, candidates, n=1)
+        raise UsageError(f"--exclude {unknown}: no message of that name in the catalogue's union"
+                         + (f" (did you mean {near[0]}?)" if near else ""))
     return [c for c in union if name(c) not in excluded]
 
 
