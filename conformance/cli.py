@@ -317,7 +317,7 @@ def _coverage(args: argparse.Namespace) -> int:
     return 0 if complete else 1
 
 
-def _add_spec_commands(sub: argparse._SubParsersAction) -> None:
+def _add_spec_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     cov = sub.add_parser("coverage", help="field-arm coverage: does every field of every struct a message can "
                          "carry, at any depth, take each arm of its type in the deterministic checks? and value-class "
                          "coverage: does every position take every edge value of each class in the EveryEdge checks? "
@@ -555,7 +555,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(summary_line([]))
         raise
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except UsageError as exc:  # the user's mistake: one line, never a traceback
         print(f"{_command_words(parser, args)}: error: {exc}", file=sys.stderr)
         return USAGE_EXIT

@@ -21,9 +21,10 @@ import enum
 import json
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from conformance.schema.manifest import Manifest, StructSpec, T, bundled_manifests, load_manifest, parse
+from conformance.schema.manifest.model import Field
 from conformance.schema.renames import struct_renames
 
 __all__ = [
@@ -43,8 +44,8 @@ class Compat(enum.Flag):
 
 
 #: The level names, as changes, reports and JSON carry them.
-FULL, BACKWARD, FORWARD, BREAKING = (c.name for c in (Compat.FULL, Compat.BACKWARD, Compat.FORWARD,
-                                                      Compat.BREAKING))
+FULL, BACKWARD, FORWARD, BREAKING = (str(c.name) for c in (Compat.FULL, Compat.BACKWARD, Compat.FORWARD,
+                                                           Compat.BREAKING))
 MODES = ("FULL", "BACKWARD", "FORWARD", "NONE")
 
 
@@ -168,7 +169,7 @@ class Diff:
 
         return [c for c in self.changes if not allowed(level(c), mode)]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "old": self.old,
             "new": self.new,
@@ -250,7 +251,7 @@ def _type_level(old: T, new: T, pickle: bool, lossy: bool = False) -> str:
 
 
 # -- structs ------------------------------------------------------------------------
-def _default_text(f) -> str:
+def _default_text(f: Field) -> str:
     d = f.default
     if d.kind == "required":
         return "required"
@@ -259,16 +260,16 @@ def _default_text(f) -> str:
     return json.dumps(d.value) if d.kind == "value" else f"{d.value}"
 
 
-def _has_default(f) -> bool:
-    return f.default.kind != "required"
+def _has_default(f: Field) -> bool:
+    return bool(f.default.kind != "required")
 
 
-def _field_text(f, index: int) -> str:
+def _field_text(f: Field, index: int) -> str:
     default = "" if not _has_default(f) else f" = {_default_text(f)}"
     return f"{f.name}: {f.type}{default} (position {index})"
 
 
-def _class_moved(name: str, old_module: str, new_module: str, new_modules: set) -> Change:
+def _class_moved(name: str, old_module: str, new_module: str, new_modules: frozenset[str]) -> Change:
     """Pickle names a class by module: an old pickle still loads while the old module exists and
     re-exports the class (0.5.23's schedule_batch.py re-exports Modality); a module the new
     catalogue no longer has cannot, so that move breaks pickle readers of old data."""
@@ -281,7 +282,7 @@ def _class_moved(name: str, old_module: str, new_module: str, new_modules: set) 
 
 class _StructDiff:
     def __init__(self, name: str, old: StructSpec, new: StructSpec, out: list[Change],
-                 new_modules: frozenset = frozenset(), old_names: frozenset = frozenset()) -> None:
+                 new_modules: frozenset[str] = frozenset(), old_names: frozenset[str] = frozenset()) -> None:
         self.name, self.old, self.new, self.out = name, old, new, out
         self.new_modules, self.old_names = new_modules, old_names
         self.array_like = old.array_like and new.array_like
@@ -353,10 +354,10 @@ class _StructDiff:
                 continue
             tail = not any(n in kept_old for n in old_names[i + 1:])
             self._removed(f, i, tail)
-        for a, b in renames.items():
-            i = old_names.index(a)
-            self.add("field-renamed", f"{a} -> {b} at position {i} ({old_f[i].type})", FULL,
-                     FULL if not self.kw_only else BREAKING, field=b)
+        for was, now in renames.items():
+            i = old_names.index(was)
+            self.add("field-renamed", f"{was} -> {now} at position {i} ({old_f[i].type})", FULL,
+                     FULL if not self.kw_only else BREAKING, field=now)
         common_old = [n for n in old_names if n in new_names]
         common_new = [n for n in new_names if n in old_names]
         if common_old != common_new:
@@ -369,7 +370,7 @@ class _StructDiff:
         if self.array_like:
             self._positions(renames)
 
-    def _added(self, f, index: int, tail: bool) -> None:
+    def _added(self, f: Field, index: int, tail: bool) -> None:
         text = _field_text(f, index)
         if self.array_like:
             if not tail:
@@ -381,14 +382,14 @@ class _StructDiff:
         rule = "field-added-with-default" if _has_default(f) else "field-added-without-default"
         self.add(rule, text, FULL if _has_default(f) else FORWARD, self._pickle_added(f, tail), field=f.name)
 
-    def _pickle_added(self, f, tail: bool) -> str:
+    def _pickle_added(self, f: Field, tail: bool) -> str:
         # kw_only structs unpickle as cls(**fields): old classes reject the unknown keyword.
         # Positional ones as cls(*values): old classes reject the extra value.
         if not _has_default(f):
             return BREAKING
         return BACKWARD if (self.kw_only or tail) else BREAKING
 
-    def _removed(self, f, index: int, tail: bool) -> None:
+    def _removed(self, f: Field, index: int, tail: bool) -> None:
         text = _field_text(f, index)
         pickle = (FORWARD if _has_default(f) else BREAKING) if (self.kw_only or tail) else BREAKING
         if self.array_like and not tail:
@@ -397,7 +398,7 @@ class _StructDiff:
         self.add("field-removed-last" if self.array_like else "field-removed", text,
                  FULL if _has_default(f) else BACKWARD, pickle, field=f.name)
 
-    def _common(self, a, b, index: int) -> None:
+    def _common(self, a: Field, b: Field, index: int) -> None:
         if a.type != b.type:
             old_t, new_t = parse(a.type), parse(b.type)
             level, pickle = _type_level(old_t, new_t, False), _type_level(old_t, new_t, True)
@@ -406,7 +407,9 @@ class _StructDiff:
                 pickle = BACKWARD if pickle == FULL else BREAKING
             (sk_a, leaves_a), (sk_b, leaves_b) = _ext_skeleton(old_t), _ext_skeleton(new_t)
             if sk_a == sk_b and leaves_a != leaves_b and leaves_a and leaves_b:
-                codes = lambda ls: "/".join(f"{k} (ext {_EXT[k]})" for k in ls)
+                def codes(ls: tuple[str, ...]) -> str:
+                    return "/".join(f"{k} (ext {_EXT[k]})" for k in ls)
+
                 rule = "ext-code-changed"
                 detail = f"{a.name}: {a.type} -> {b.type}: {codes(leaves_a)} -> {codes(leaves_b)}"
             elif level != (lenient := _type_level(old_t, new_t, False, lossy=True)):
@@ -439,10 +442,10 @@ class _StructDiff:
         """The ground truth for array_like: what each reader finds at each position."""
         old_f, new_f = self.old.fields, self.new.fields
 
-        def same(r, w) -> bool:
+        def same(r: Field, w: Field) -> bool:
             return r.name == w.name or renames.get(r.name) == w.name or renames.get(w.name) == r.name
 
-        def direction(reader, writer) -> Optional[str]:
+        def direction(reader: list[Field], writer: list[Field]) -> Optional[str]:
             for i in range(max(len(reader), len(writer))):
                 r = reader[i] if i < len(reader) else None
                 w = writer[i] if i < len(writer) else None
@@ -492,13 +495,14 @@ def diff(old: Manifest, new: Manifest, *, modules: bool = True) -> Diff:
     for name, messages in _carriers(new).items():
         carriers.setdefault(name, set()).update(messages)
     result.carried_by = {n: sorted(m) for n, m in sorted(carriers.items())
-                         if (new.structs.get(n) or old.structs.get(n)).role != "message"}
+                         if (new.structs.get(n) or old.structs[n]).role != "message"}
     new_modules = new.modules | {new.module}
     old_names = frozenset(old.structs) | frozenset(old.enums)
     renamed = result.renamed = {a: b for a, b in struct_renames(old, new).items() if old.structs[a].role == "message"}
     for name in sorted(set(old.structs) | set(new.structs)):
         a, b = old.structs.get(name), new.structs.get(name)
         if name in renamed:  # one message under two names: judged under its new name
+            assert a is not None  # renamed pairs are old messages
             to = renamed[name]
             out.append(Change("message-renamed", to, f"{name} -> {to} (pickles name the class: neither version "
                               "finds the other's)", FULL, BREAKING))
@@ -508,6 +512,7 @@ def diff(old: Manifest, new: Manifest, *, modules: bool = True) -> Diff:
         if a is None and name in renamed.values():
             continue
         if a is None:
+            assert b is not None  # the name is in one of the two
             if b.role == "message":
                 out.append(Change("message-added", name, f"new message {name} ({len(b.fields)} fields)",
                                   BACKWARD, BACKWARD))
@@ -522,29 +527,30 @@ def diff(old: Manifest, new: Manifest, *, modules: bool = True) -> Diff:
         else:
             _StructDiff(name, a, b if modules else _with_module(b, a.module), out, new_modules, old_names).run()
     for name in sorted(set(old.enums) | set(new.enums)):
-        a, b = old.enums.get(name), new.enums.get(name)
-        if a is None:
-            out.append(Change("enum-added", name, f"new enum {name} {b.members}", FULL, FULL))
+        ea, eb = old.enums.get(name), new.enums.get(name)
+        if ea is None:
+            assert eb is not None  # the name is in one of the two
+            out.append(Change("enum-added", name, f"new enum {name} {eb.members}", FULL, FULL))
             continue
-        if b is None:
+        if eb is None:
             out.append(Change("enum-removed", name, f"enum {name} removed", FULL, FULL))
             continue
-        if modules and a.module != b.module:
-            out.append(_class_moved(name, a.module, b.module, new_modules))
-        by_value_a = {json.dumps(v): k for k, v in a.members.items()}
-        by_value_b = {json.dumps(v): k for k, v in b.members.items()}
-        for member in sorted(set(a.members) & set(b.members)):
-            if a.members[member] != b.members[member]:
-                out.append(Change("enum-member-value-changed", name, f"{member}: {a.members[member]!r} -> "
-                                  f"{b.members[member]!r}", BREAKING, BREAKING, member))
+        if modules and ea.module != eb.module:
+            out.append(_class_moved(name, ea.module, eb.module, new_modules))
+        by_value_a = {json.dumps(v): k for k, v in ea.members.items()}
+        by_value_b = {json.dumps(v): k for k, v in eb.members.items()}
+        for member in sorted(set(ea.members) & set(eb.members)):
+            if ea.members[member] != eb.members[member]:
+                out.append(Change("enum-member-value-changed", name, f"{member}: {ea.members[member]!r} -> "
+                                  f"{eb.members[member]!r}", BREAKING, BREAKING, member))
         for value, member in by_value_b.items():
-            if value not in by_value_a and member not in a.members:
+            if value not in by_value_a and member not in ea.members:
                 out.append(Change("enum-member-added", name, f"{member} = {value}", BACKWARD, BACKWARD, member))
-            elif value in by_value_a and by_value_a[value] != member and member not in a.members:
+            elif value in by_value_a and by_value_a[value] != member and member not in ea.members:
                 out.append(Change("enum-member-renamed", name, f"{by_value_a[value]} -> {member} (value {value})",
                                   FULL, FULL, member))
         for value, member in by_value_a.items():
-            if value not in by_value_b and member not in b.members:
+            if value not in by_value_b and member not in eb.members:
                 out.append(Change("enum-member-removed", name, f"{member} = {value}", FORWARD, FORWARD, member))
     structs = set(old.structs) | set(new.structs)
     prims_a = [u for u in old.union if u not in structs]
@@ -564,7 +570,7 @@ def _with_module(spec: StructSpec, module: str) -> StructSpec:
     return msgspec.structs.replace(spec, module=module)
 
 
-def _version_key(version: str) -> tuple:
+def _version_key(version: str) -> tuple[Any, ...]:
     try:
         from packaging.version import Version
 

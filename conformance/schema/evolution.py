@@ -97,10 +97,10 @@ def verify(old: Manifest, new: Manifest, *, transports: Iterable[str] = TRANSPOR
                 outcome, evidence = exchange(writer, reader, message, transport)
                 exchanges.append(Exchange(message, direction, transport, outcome, evidence, level,
                                           sorted(set(bad))))
-    changes: list[Exchange] = []
+    per_change: list[Exchange] = []
     if each_change:
-        changes = verify_each_change(old, new, result, transports)
-    return Verification(old.id, new.id, exchanges, changes)
+        per_change = verify_each_change(old, new, result, transports)
+    return Verification(old.id, new.id, exchanges, per_change)
 
 
 def bundled_pairs(*, transitive: bool = True) -> list[tuple[str, str]]:
@@ -173,10 +173,10 @@ def render_text(result: Verification, *, every: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def silent_record(result: Verification) -> list[dict]:
+def silent_record(result: Verification) -> list[dict[str, str]]:
     """The silent exchanges of a verification, once each (message or changed subject, direction,
     transport), with the first evidence: what spec/diffs/silent.json records per release pair."""
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple[str, str, str], str] = {}
     for e in result.silent():
         seen.setdefault((e.message, e.direction, e.transport), e.evidence.splitlines()[0][:200])
     return [{"subject": m, "direction": d, "transport": t, "evidence": ev} for (m, d, t), ev in sorted(seen.items())]
@@ -190,15 +190,15 @@ def write_silent(path: Path, results: list[Verification]) -> None:
                                ensure_ascii=False) + "\n")
 
 
-def _pair_key(pair: str) -> tuple:
+def _pair_key(pair: str) -> tuple[Any, ...]:
     from conformance.schema.diff import _version_key
 
     old, new = pair.split("..")
     return tuple(_version_key(i.split("-", 1)[-1]) for i in (old, new))
 
 
-def to_dict(result: Verification) -> dict:
-    def one(e: Exchange) -> dict:
+def to_dict(result: Verification) -> dict[str, Any]:
+    def one(e: Exchange) -> dict[str, Any]:
         return {**asdict(e), "allowed": e.allowed, "contradiction": e.contradiction}
 
     return {"old": result.old, "new": result.new, "messages": [one(e) for e in result.exchanges],

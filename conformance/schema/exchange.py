@@ -144,7 +144,7 @@ class _Compare:
             return f"{path} = {_short(got)} where the writer meant {_short(meant)}"
         return None
 
-    def _struct(self, got: dict, meant: dict, path: str) -> Optional[str]:
+    def _struct(self, got: dict[str, Any], meant: dict[str, Any], path: str) -> Optional[str]:
         name = got["$struct"]
         reader_fields = [k for k in got if k != "$struct"]
         writer_fields = [k for k in meant if k != "$struct"]
@@ -154,9 +154,10 @@ class _Compare:
             here = f"{path}.{fname}"
             # array_like: the reader took position i, which the writer filled with its field i
             source = writer_fields[i] if shifted and i < len(writer_fields) else None
-            renamed = (source and source not in got and writer_spec.fields[i].type == self._type(name, fname))
+            renamed = (writer_spec is not None and source and source not in got
+                       and writer_spec.fields[i].type == self._type(name, fname))
             if fname in meant or renamed:
-                found = self.first_difference(got[fname], meant[fname if fname in meant else source], here)
+                found = self.first_difference(got[fname], meant[fname if fname in meant else str(source)], here)
                 if found and source and source != fname:
                     found += f" (the value is the writer's {source} = {_short(meant[source])})"
                 if found:
@@ -171,7 +172,7 @@ class _Compare:
         return None
 
     def _type(self, struct: str, fname: str) -> str:
-        return self.reader.manifest.structs[struct].field(fname).type
+        return str(self.reader.manifest.structs[struct].field(fname).type)
 
     def _default(self, struct: str, fname: str) -> Any:
         cls = self.reader.classes[struct]
@@ -196,7 +197,7 @@ class VersionSide:
     exists but no longer defines it is found there (the old module re-exports what moved
     away: the diff's assumption for class-moved)."""
 
-    def __init__(self, catalogue: Catalogue, *, reexports: bool = False, modules: frozenset = frozenset()) -> None:
+    def __init__(self, catalogue: Catalogue, *, reexports: bool = False, modules: frozenset[str] = frozenset()) -> None:
         self.catalogue, self.reexports = catalogue, reexports
         self.manifest: Manifest = catalogue.manifest
         self.classes = catalogue.classes
@@ -334,7 +335,7 @@ def _where(reader: Manifest, writer: Manifest, message: str, path: str, meant: A
     for index, key in re.findall(r"\[(\d+)\]|\.(\w+)", path):
         token = index or key
         t = _arm(t, token)
-        spec = reader.structs.get(t.name) if t.kind == "Ref" else None
+        spec = reader.structs.get(t.ref) if t.kind == "Ref" else None
         if spec is not None:
             wspec = writer.structs.get(spec.name)
             pos = int(index) - (spec.tag is not None) if index and spec.array_like else None

@@ -337,7 +337,7 @@ class WideInt(int):
     """An int written in its 64-bit form (0xcf unsigned, 0xd3 signed) whatever its size."""
 
 
-class MapPairs(list):
+class MapPairs(list[tuple[Any, Any]]):
     """A map given as (key, value) pairs: duplicate keys are written as they are."""
 
 
