@@ -42,9 +42,14 @@ class Requirement:
         return re.sub(r"^[-|\s]+|[|\s]+$", "", text).replace("|", "/")
 
     @property
+    def body(self) -> str:
+        """The paragraph without markup and without its leading id (where it shows, the id is named)."""
+        return re.sub(rf"^{re.escape(self.id)}\s*", "", self.plain)
+
+    @property
     def summary(self) -> str:
         """The paragraph without markup, cut to a table cell."""
-        text = re.sub(rf"^{re.escape(self.id)}\s*", "", self.plain)  # the table names the id already
+        text = self.body
         return text if len(text) <= 160 else text[:157].rstrip() + "..."
 
     @property
