@@ -184,23 +184,23 @@ def test_check_page_shows_the_requirement_it_tests(site, browser, shots):
     assert "base64" in shown["quote"] and "MUST" in shown["quote"], shown["quote"]  # the spec's words
     assert shown["href"] == "../requirements.html#R-HTTP-2", shown
     _no_horizontal_overflow(browser)
-    browser.screenshot(shots / "site-check-requirements.png", height=640)
+    browser.screenshot(shots / "site-check-requirements.png", height=HEIGHT)
     browser.open((site / "requirements.html").as_uri() + "#R-HTTP-2")
     assert browser.evaluate("document.querySelector(':target').id") == "R-HTTP-2"
     _no_horizontal_overflow(browser)
 
 
-def test_one_required_failure_makes_the_badge_red(one_failure, browser, shots):
+def test_one_required_failure_makes_the_badge_red(one_failure, browser, tmp_path):
     """report.html of a run with one Required failure: the badge is red, not orange."""
     browser.open((one_failure / "report.html").as_uri())
     fill = browser.evaluate("document.querySelector('span.badge svg rect:nth-of-type(2)').getAttribute('fill')")
     assert fill == "#e05d44", fill  # shields.io's red
     assert json.loads((one_failure / "badge.json").read_text())["color"] == "red"
     _no_horizontal_overflow(browser)
-    browser.screenshot(shots / "site-one-failure.png", height=640)
+    browser.screenshot(tmp_path / "site-one-failure.png", height=640)  # not for docs/: it shows local paths
 
 
-def test_long_impl_stays_beside_its_term_and_nothing_overflows_at_720px(one_failure, browser, shots):
+def test_long_impl_stays_beside_its_term_and_nothing_overflows_at_720px(one_failure, browser, tmp_path):
     narrow = 720
     browser.call("Emulation.setDeviceMetricsOverride", session=True, width=narrow, height=HEIGHT,
                  deviceScaleFactor=1, mobile=False)
@@ -218,7 +218,7 @@ def test_long_impl_stays_beside_its_term_and_nothing_overflows_at_720px(one_fail
         assert "reference_impl.testee --break drop-defaults" in box["text"]
         assert box["dd_left"] >= box["dt_right"], box  # the value beside its term, never back at the page's edge
         assert box["dd_right"] <= narrow and box["width"] <= box["inner"], box
-        browser.screenshot(shots / "site-one-failure-720.png", height=640)
+        browser.screenshot(tmp_path / "site-one-failure-720.png", height=640)
     finally:
         browser.call("Emulation.setDeviceMetricsOverride", session=True, width=WIDTH, height=HEIGHT,
                      deviceScaleFactor=1, mobile=False)
