@@ -175,8 +175,8 @@ def build_site(results: Iterable[Path], out: Path) -> Path:
         requirements=_requirements(views), root="", standalone=False, inline_css="", **common))
     areas = area_keys(runs)
     differs = {key for key in areas if len({count(run.by_area().get(key, [])).state for run in runs}) > 1}
-    index = out / "index.html"
-    _write(index, env.get_template("overview.html").render(
+    home = out / "index.html"
+    _write(home, env.get_template("overview.html").render(
         runs=runs, areas=areas, differs=differs, by_area={run.slug: run.by_area() for run in runs},
         root="", standalone=False, inline_css="", **common))
-    return index
+    return home
