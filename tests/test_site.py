@@ -263,3 +263,16 @@ def test_the_site_never_imports_report():
                 continue
             found += [f"{path.name}: {n}" for n in names if n.split(".")[:2] == ["conformance", "report"]]
     assert not found, found
+
+
+def test_what_a_check_tests_comes_from_the_clause_table_else_spec_section_15():
+    idx = index()
+    # SPEC §15's rows: ranges (R-MSG-1 … R-MSG-5), families (R-MSG-*), aliases in brackets
+    assert idx.areas["RoundTrip"][:5] == ["R-MSG-1", "R-MSG-2", "R-MSG-3", "R-MSG-4", "R-MSG-5"]
+    assert "R-MSG-11" in idx.areas["Generated"] and idx.areas["Security"] == ["R-PW-5", "R-SEC-1"]
+    assert len(idx.areas) >= 30  # every area row was read
+    by_clause = idx.proves(["Required.Accepts.KvHintAction.MapDefaultsFilled"])
+    assert [c.id for p in by_clause for c in p.clauses if p.requirement.id == "R-MSG-4"] == ["R-MSG-4c"]
+    generated = [p.requirement.id for p in idx.proves(["Required.Generated.AbortReq.RoundTrip.msgpack"])]
+    assert "R-MSG-1" in generated and "R-MSG-3" not in generated  # a Required check: the row's MUSTs
+    assert idx.requirements["R-MSG-4"].section == "2.1 Structs"
