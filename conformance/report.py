@@ -1,7 +1,8 @@
-"""Reports of a conformance run: JSON records, a Markdown table, an HTML page, a badge.
+"""Reports of a conformance run: JSON records, a Markdown summary, an HTML page, a badge.
 
-The table has one row per subject (struct) and one column per check (Area.Name);
-a cell shows the outcome for each transport/variant the check ran under.
+report.md reads in any Markdown viewer: the counts per area in one short table, then the
+failures grouped by the first line of their message (Required areas first). report.html and the
+badge are the report site's (conformance.site); the site never imports this module.
 """
 
 from __future__ import annotations
@@ -9,36 +10,11 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Optional
 
-SYMBOL = {"passed": "✓", "failed": "✗", "xfailed": "≈", "skipped": "–", "recommended-failed": "!"}
-LEGEND = "✓ passed · ✗ failed · ≈ expected failure · ! recommended check failed · – skipped"
-
-
-def split_id(check_id: str) -> tuple[str, str, str, str]:
-    """(subject, 'Area.Name', axes, level) from Level.Area.Subject.Name[.axes...]."""
-    level, area, subject, name, *axes = check_id.split(".")
-    return subject, f"{area}.{name}", ".".join(axes), level
-
-
-Cells = dict[tuple[str, str], list[tuple[str, str]]]  # (subject, Area.Name) -> [(axes, outcome)]
-
-
-def table(records: Iterable[dict[str, Any]]) -> tuple[list[str], list[str], Cells]:
-    cells: Cells = defaultdict(list)
-    for r in records:
-        subject, column, axes, _ = split_id(r["id"])
-        cells[subject, column].append((axes, r["outcome"]))
-    subjects = sorted({s for s, _ in cells})
-    columns = sorted({c for _, c in cells})
-    return subjects, columns, cells
-
-
-def _cell(entries: list[tuple[str, str]]) -> str:
-    if all(o == "passed" for _, o in entries):
-        return SYMBOL["passed"]
-    return " ".join(f"{SYMBOL.get(o, o)}{axes and ' ' + axes}" for axes, o in entries if o != "passed")
-
+from conformance.site import single_run_html
+from conformance.site.badge import endpoint
+from conformance.site.model import Record, count, problem_groups, read_record, sort_areas
 
 OUTCOMES = ("passed", "failed", "xfailed", "recommended-failed", "skipped")
 
@@ -62,8 +38,62 @@ def _versions(meta: dict[str, Any]) -> list[str]:
     return ["", f"Spec {meta['spec_version']}; the implementation targets spec {meta['target_spec_version']}{tail}."]
 
 
+#: report.md's columns per area: (outcome, heading).
+_COLUMNS = (("passed", "✓ passed"), ("failed", "✗ failed"), ("recommended-failed", "! recommended failed"),
+            ("xfailed", "≈ expected"), ("skipped", "– skipped"))
+#: Check ids shown per group of failures; results.json and report.html have them all.
+SHOWN_IDS = 20
+
+
+def _code(text: str) -> str:
+    """Text as a Markdown code span, whatever backticks it holds."""
+    fence = "``" if "`" in text else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{text}{pad}{fence}" if text else "(no message)"
+
+
+def _area_table(records: list[Record]) -> list[str]:
+    by_area: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in records:
+        by_area[r.level, r.area].append(r)
+    lines = ["| area | " + " | ".join(h for _, h in _COLUMNS) + " |", "|---|" + "--:|" * len(_COLUMNS)]
+
+    def row(name: str, recs: list[Record]) -> str:
+        c = count(recs)
+        cells = [getattr(c, o.replace("-", "_")) for o, _ in _COLUMNS]
+        return f"| {name} | " + " | ".join(str(n) if n else "" for n in cells) + " |"
+
+    lines += [row(f"{level}.{area}", by_area[level, area]) for level, area in sort_areas(by_area)]
+    lines.append(row("**all**", records))
+    return lines
+
+
+_WORD = {"failed": "failed", "recommended-failed": "recommended check failed", "xfailed": "expected failure"}
+
+
+def _groups(title: str, records: list[Record], outcomes: tuple[str, ...], note: str) -> list[str]:
+    """A section of grouped failures: per area (Required first) each group's count, outcome, first
+    line, reasons and check ids."""
+    by_area = problem_groups(records, outcomes)
+    if not by_area:
+        return []
+    total = sum(len(g.records) for gs in by_area.values() for g in gs)
+    n_groups = sum(len(gs) for gs in by_area.values())
+    lines = ["", f"## {title} ({total} in {n_groups} group{'s' if n_groups != 1 else ''})", "", note]
+    for (level, area), groups in by_area.items():
+        lines += ["", f"### {level}.{area} ({sum(len(g.records) for g in groups)})", ""]
+        for g in groups:
+            lines.append(f"- **{len(g.records)} ×** {_WORD.get(g.outcome, g.outcome)}: {_code(g.first_line)}")
+            lines += [f"  - listed because: {reason}" for reason in g.reasons]
+            more = len(g.ids) - SHOWN_IDS
+            lines.append("  - " + ", ".join(f"`{i}`" for i in g.ids[:SHOWN_IDS])
+                         + (f" and {more} more (report.html, results.json)" if more > 0 else ""))
+    return lines
+
+
 def markdown(meta: dict[str, Any], records: list[dict[str, Any]], residue: Optional[dict[str, Any]] = None) -> str:
-    subjects, columns, cells = table(records)
+    """report.md: the run's counts, a table per area, then the failures grouped by first line."""
+    recs = [read_record(r, "report") for r in records]
     c = counts(records)
     lines = [
         f"# Conformance of {meta['impl']} against {meta['manifest']}",
@@ -73,21 +103,15 @@ def markdown(meta: dict[str, Any], records: list[dict[str, Any]], residue: Optio
         f"(transports: {meta['transport']}).",
         *_versions(meta),
         "",
-        LEGEND,
+        "## Per area",
         "",
-        "| struct | " + " | ".join(columns) + " |",
-        "|---|" + "---|" * len(columns),
+        *_area_table(recs),
     ]
-    for s in subjects:
-        lines.append(f"| {s} | " + " | ".join(_cell(cells.get((s, col), [])) if (s, col) in cells else ""
-                                               for col in columns) + " |")
-    problems = [r for r in records if r["outcome"] in ("failed", "xfailed", "recommended-failed")]
-    if problems:
-        lines += ["", "## Failures", ""]
-        for r in problems:
-            first = (r.get("message") or "").strip().splitlines()[:1]
-            lines.append(f"- `{r['id']}` ({r['outcome']}): {first[0] if first else ''}"
-                         + (f" — {r['reason']}" if r.get("reason") else ""))
+    lines += _groups("Failures", recs, ("failed", "recommended-failed"),
+                     "Required areas first; in each, the failures whose messages start with the same line are one "
+                     "group, the biggest first. report.html has the whole messages and a command to run each again.")
+    lines += _groups("Expected failures", recs, ("xfailed",),
+                     "Listed in the implementation's expectations file, with their reasons; they do not fail the run.")
     if residue:
         lines += ["", "## Pickle residue", "", "Fields that still travel as PickleWrapper or `Any`:", ""]
         lines += [f"- `{f}`: `{t}`" for f, t in residue.get("fields", [])]
@@ -100,23 +124,12 @@ def markdown(meta: dict[str, Any], records: list[dict[str, Any]], residue: Optio
 def html_report(meta: dict[str, Any], records: list[dict[str, Any]],
                 residue: Optional[dict[str, Any]] = None) -> str:
     """report.html: the report site's page for one implementation, in one file."""
-    from conformance.site import single_run_html
-
     return single_run_html(meta, records, residue)
 
 
 def badge(records: list[dict[str, Any]]) -> dict[str, Any]:
-    """shields.io endpoint JSON."""
-    c = counts(records)
-    ran = len(records) - c.get("skipped", 0)
-    ok = c.get("passed", 0) + c.get("xfailed", 0)  # a recommended check that failed is not ok
-    recommended = c.get("recommended-failed", 0)
-    if c.get("failed"):  # any Required failure (or harness error) fails the run: the badge says so
-        color = "red"
-    else:
-        color = "yellowgreen" if recommended else "brightgreen"
-    message = f"{ok}/{ran}" + (f", {recommended} recommended failing" if recommended else "")
-    return {"schemaVersion": 1, "label": "ipc conformance", "message": message, "color": color}
+    """badge.json, a shields.io endpoint: red on any Required failure, orange on Recommended ones only."""
+    return endpoint(r["outcome"] for r in records)
 
 
 def results_json(meta: dict[str, Any], records: list[dict[str, Any]],

@@ -168,7 +168,6 @@ def _cycles(*, lazy: bool) -> list[frozenset[str]]:
 KNOWN_LAZY_CYCLES = {
     frozenset({"conformance.testee.adapter", "conformance.testee.replay"}),
     frozenset({"conformance.schema.golden.refusals", "conformance.schema.golden.store"}),
-    frozenset({"conformance.report", "conformance.site", "conformance.site.badge", "conformance.site.render"}),
 }
 
 
@@ -183,9 +182,7 @@ def test_no_import_cycles():
     ("reference_impl.engine.http_api", "reference_impl.engine.openai_api"),
     ("conformance.schema.evolution", "conformance.schema.isolation"),
     ("reference_tools.adapter", "reference_tools.e2e.checks"),
-    pytest.param(("conformance.report", "conformance.site"), marks=pytest.mark.xfail(
-        strict=True, reason="broken where conformance.site stops importing the report (another branch); then drop "
-                            "this mark and the entry in KNOWN_LAZY_CYCLES")),
+    ("conformance.report", "conformance.site"),
 ], ids=lambda pair: "<->".join(m.rsplit(".", 1)[-1] for m in pair))
 def test_a_broken_cycle_stays_broken(pair):
     """The four cycles issue 21 found, each hidden by an import inside a function: no import, at

@@ -9,9 +9,10 @@ import re
 
 import pytest
 
+from conformance.requirements import clauses
 from reference_tools.proof import requirement_map, table
 from reference_tools.proof.mutants import MUTANTS
-from reference_tools.proof.requirement_map import CLAUSES, EXEMPT, NO_TESTEE_PATH, VIOLATIONS, is_testee
+from reference_tools.proof.requirement_map import CLAUSES, EXEMPT, NO_TESTEE_PATH, PROOFS, VIOLATIONS, is_testee
 from reference_tools.proof.spec_requirements import parse
 
 
@@ -24,6 +25,14 @@ def test_every_must_has_clauses_or_an_exemption():
     unknown = sorted(with_clauses - set(musts))
     assert not unknown, f"clauses of requirements the spec does not define as MUST: {unknown}"
     assert not with_clauses & set(EXEMPT), "an exempt requirement has clauses"
+
+
+def test_the_spec_clause_table_and_the_proofs_name_the_same_clauses():
+    """spec/clauses.md (the suite's) and requirement_map.PROOFS (the proof's) stay in step."""
+    table = [c.id for c in clauses()]
+    assert [c.id for c in CLAUSES] == table
+    assert not set(PROOFS) - set(table), f"proofs of clauses spec/clauses.md does not have: {set(PROOFS) - set(table)}"
+    assert all(c.checks for c in clauses()), "a clause row of spec/clauses.md names no check"
 
 
 def test_clause_ids_are_stable_and_well_formed():

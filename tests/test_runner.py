@@ -39,7 +39,10 @@ def test_report_files(clean_run):
     results = json.loads((folder / "results.json").read_text())
     assert results["impl"].startswith("reference") and results["manifest"] == "sglang-0.5.23"
     assert {r["outcome"] for r in results["results"]} == {"passed"}
-    assert "| AbortReq |" in (folder / "report.md").read_text()
+    markdown = (folder / "report.md").read_text()
+    roundtrip = sum(r["id"].startswith("Required.RoundTrip.") for r in results["results"])
+    assert f"| Required.RoundTrip | {roundtrip} |" in markdown
+    assert "## Failures" not in markdown  # nothing failed: no section for it
     assert 'class="matrix"' in (folder / "report.html").read_text()
     ran = len(results["results"])
     assert json.loads((folder / "badge.json").read_text())["message"] == f"{ran}/{ran}"
@@ -126,17 +129,27 @@ def test_recommended_failures_have_their_own_count(tmp_path):
     assert strict.stdout.strip().splitlines()[-1] == "conformance: 0 passed, 3 failed, 0 skipped"
 
 
-def test_markdown_table_and_badge_from_records():
+def test_markdown_summary_per_area_then_grouped_failures_and_badge_from_records():
     records = [
         {"id": "Required.RoundTrip.A.Identical.pickle.typical", "outcome": "passed"},
-        {"id": "Required.RoundTrip.A.Identical.msgpack.typical", "outcome": "failed", "message": "boom"},
+        {"id": "Required.RoundTrip.A.Identical.msgpack.typical", "outcome": "failed", "message": "boom\nat a"},
+        {"id": "Required.RoundTrip.B.Identical.msgpack.typical", "outcome": "failed", "message": "boom\nat b"},
         {"id": "Recommended.Security.top_level.NoPickle", "outcome": "recommended-failed", "message": "rce"},
     ]
     text = report.markdown({"impl": "x", "manifest": "m", "transport": "both"}, records)
-    assert "| A | ✗ msgpack.typical |" in text
-    assert "`Required.RoundTrip.A.Identical.msgpack.typical` (failed): boom" in text
+    lines = text.splitlines()
+    table = [line for line in lines if line.startswith("|")]
+    assert table[2:] == ["| Required.RoundTrip | 1 | 2 |  |  |  |", "| Recommended.Security |  |  | 1 |  |  |",
+                         "| **all** | 1 | 2 | 1 |  |  |"]
+    assert max(len(line) for line in table) < 80  # a short table, not a column per check
+    assert "## Failures (3 in 2 groups)" in text
+    boom = lines.index("- **2 ×** failed: `boom`")
+    assert lines[boom + 1] == "  - `Required.RoundTrip.A.Identical.msgpack.typical`, " \
+                              "`Required.RoundTrip.B.Identical.msgpack.typical`"
+    assert boom < lines.index("- **1 ×** recommended check failed: `rce`")  # Required first
     assert report.badge(records) == {"schemaVersion": 1, "label": "ipc conformance",
-                                     "message": "1/3, 1 recommended failing", "color": "red"}
+                                     "message": "1/4, 1 recommended failing", "color": "red"}
+    assert report.badge(records[3:])["color"] == "orange"  # Recommended failures only
 
 
 def test_compare_table_counts_each_area_per_implementation():

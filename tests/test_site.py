@@ -5,6 +5,7 @@ tests/test_site_browser.py opens the same pages in a real browser; here the HTML
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -17,7 +18,8 @@ import markupsafe
 import pytest
 
 from conformance.cli import main
-from conformance.site import single_run_html
+from conformance.requirements import index
+from conformance.site import badge, single_run_html
 from conformance.site.model import ResultsError, load_all
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +122,7 @@ def test_check_page_tells_whose_bug(site):
 
 def test_site_is_static_and_offline(site):
     pages = list(site.rglob("*.html"))
-    assert len(pages) == 1 + 1 + 2 + 4  # overview, checks, two implementations, four checks
+    assert len(pages) == 1 + 1 + 1 + 2 + 4  # overview, checks, requirements, two implementations, four checks
     for page in pages:
         text = page.read_text()
         assert "<script" not in text.lower()
@@ -129,6 +131,64 @@ def test_site_is_static_and_offline(site):
     svg = ET.fromstring((site / "badges" / "bad-2.0.svg").read_text())
     assert svg.findtext("{http://www.w3.org/2000/svg}title") == "ipc conformance: 2/4, 1 recommended failing"
     assert json.loads((site / "badges" / "good-1.0.json").read_text())["color"] == "brightgreen"
+    assert json.loads((site / "badges" / "bad-2.0.json").read_text())["color"] == "red"
+
+
+def test_check_page_says_what_the_check_tests(site):
+    """Its requirement ids, linked, the clauses whose checks include it, the spec's words."""
+    page = (site / "checks" / "Required.RoundTrip.Identical.html").read_text()
+    proves = page[page.index('id="proves"'):]
+    assert 'href="../requirements.html#R-MSG-1"' in proves and 'href="../requirements.html#R-VAL-4"' in proves
+    assert "R-MSG-1b</span> one element per field follows the tag, in the manifest&#39;s field order" in proves
+    spec_words = str(markupsafe.escape(index().requirements["R-MSG-1"].body))
+    assert spec_words in proves and "spec/SPEC.md §2.1 Structs" in proves
+    assert "R-HTTP-1" not in proves  # a clause of another area's checks
+    # A Recommended check no clause names: the SHOULDs SPEC §15 lists for its area.
+    golden = (site / "checks" / "Recommended.Golden.EncodesVector.html").read_text()
+    assert "spec/SPEC.md §15 lists for the Golden area (its SHOULDs)" in golden
+    assert 'href="../requirements.html#R-VEC-2"' in golden and "#R-VEC-1" not in golden
+    requirements = (site / "requirements.html").read_text()
+    assert '<section class="requirement" id="R-MSG-1">' in requirements
+    assert 'href="checks/Required.RoundTrip.Identical.html"' in requirements
+    assert 'R-TRN-1 <span class="tag fail">MUST</span>' in requirements  # untested here, still listed
+
+
+def test_badge_is_red_on_one_required_failure_orange_on_recommended_only():
+    clean = ["passed"] * 40 + ["xfailed", "skipped"]
+    assert badge.endpoint(clean)["color"] == "brightgreen"
+    assert badge.endpoint([*clean, "recommended-failed"])["color"] == "orange"
+    one = badge.endpoint([*clean, "recommended-failed", "failed"])
+    assert one == {"schemaVersion": 1, "label": "ipc conformance", "message": "41/43, 1 recommended failing",
+                   "color": "red"}
+    assert 'fill="#e05d44"' in badge.svg([*clean, "failed"])  # the SVG the pages show: red
+
+
+def test_failures_group_by_first_line_required_first(tmp_path):
+    """Identical first lines are one group with its count; Required areas before Recommended ones,
+    whatever their sizes; each check id keeps its anchor."""
+    tag = "AbortReq over msgpack: the tag came back as bytes"
+    records = [
+        *({"id": f"Required.RoundTrip.{s}.Identical.msgpack.typical", "outcome": "failed",
+           "message": f"{tag}\nat {s}"} for s in ("AbortReq", "FlushCacheReqInput")),
+        {"id": "Required.RoundTrip.KvMetrics.Identical.msgpack.typical", "outcome": "failed", "message": "other"},
+        *({"id": f"Recommended.Golden.{s}.EncodesVector.typical", "outcome": "recommended-failed",
+           "message": "bytes differ at offset 3"} for s in ("A", "B", "C")),
+    ]
+    path = _results(tmp_path / "run", "grouped", records)
+    assert main(["report", "site", str(path), "--out", str(tmp_path / "out")]) == 0
+    page = (tmp_path / "out" / "impl" / "grouped.html").read_text()
+    failures = page[page.index('id="failures"'):page.index('id="matrices"')]
+    assert failures.count('<article class="problem') == 3
+    assert "Failures (6)" in page and "(3 in 2 groups)" in failures
+    groups = [failures.index(s) for s in (tag, ">other<", "bytes differ at offset 3")]
+    assert groups == sorted(groups), "Required groups first (the biggest first), then the Recommended one"
+    # the group's message once, and the second check's own message (its second line differs) on request
+    assert failures.count(tag) == 2 and '<span class="count"' in failures and ">2 checks<" in failures
+    assert ">3 checks<" in failures
+    for r in records:  # every id is an anchor: the matrix cells and the check pages link to it
+        assert f'id="f-{r["id"]}"' in page
+    assert "<summary>its message</summary><pre class=\"message\">" + tag + "\nat FlushCacheReqInput" in failures
+    assert "-k &#39;Required.RoundTrip.AbortReq.Identical.msgpack.typical or " in failures  # the group's command
 
 
 def test_same_implementation_twice_gets_two_pages(tmp_path):
@@ -186,4 +246,34 @@ def test_site_from_a_real_run_of_a_defective_adapter(tmp_path):
     assert f'href="impl/{slug}.html#area-Required-HttpBase64"' in (out / "index.html").read_text()
     assert "ipc-conformance run --impl defective_adapters:NoBase64 --manifest" in page
     single = (tmp_path / "run" / "report.html").read_text()  # report.html of the run: the same page, one file
-    assert single.count('<article class="problem') == len(failed) and "<style>" in single
+    first_lines = {r["message"].strip().splitlines()[0] for r in failed}  # one box per first line
+    assert single.count('<article class="problem') == len(first_lines) and "<style>" in single
+
+
+def test_the_site_never_imports_report():
+    """report writes report.html and badge.json through the site; the site needs nothing back
+    (one direction, no import cycle hidden inside a function)."""
+    found = []
+    for path in sorted((ROOT / "conformance" / "site").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or "", *(f"{node.module}.{a.name}" for a in node.names)]
+            else:
+                continue
+            found += [f"{path.name}: {n}" for n in names if n.split(".")[:2] == ["conformance", "report"]]
+    assert not found, found
+
+
+def test_what_a_check_tests_comes_from_the_clause_table_else_spec_section_15():
+    idx = index()
+    # SPEC §15's rows: ranges (R-MSG-1 … R-MSG-5), families (R-MSG-*), aliases in brackets
+    assert idx.areas["RoundTrip"][:5] == ["R-MSG-1", "R-MSG-2", "R-MSG-3", "R-MSG-4", "R-MSG-5"]
+    assert "R-MSG-11" in idx.areas["Generated"] and idx.areas["Security"] == ["R-PW-5", "R-SEC-1"]
+    assert len(idx.areas) >= 30  # every area row was read
+    by_clause = idx.proves(["Required.Accepts.KvHintAction.MapDefaultsFilled"])
+    assert [c.id for p in by_clause for c in p.clauses if p.requirement.id == "R-MSG-4"] == ["R-MSG-4c"]
+    generated = [p.requirement.id for p in idx.proves(["Required.Generated.AbortReq.RoundTrip.msgpack"])]
+    assert "R-MSG-1" in generated and "R-MSG-3" not in generated  # a Required check: the row's MUSTs
+    assert idx.requirements["R-MSG-4"].section == "2.1 Structs"

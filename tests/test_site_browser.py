@@ -1,7 +1,9 @@
 """The conformance site in a real browser (Debian's headless chromium, driven over its DevTools pipe).
 
 What a person sees at 1280 x 900: the overview table in the first screen, a failure's message
-one click away from the overview, nothing wider than the window on any page type.
+one click away from the overview, what a check tests (its requirements, in the spec's words) on its
+page, a red badge for a run with one Required failure, nothing wider than the window on any page
+type (at 720 px too, with a long --impl).
 Screenshots of each page type go to $SITE_SCREENSHOTS when set (the README's are made so:
 SITE_SCREENSHOTS=docs pytest tests/test_site_browser.py).
 """
@@ -37,11 +39,11 @@ def chromium() -> str:
     return found
 
 
-def _run(impl: str, out: Path) -> Path:
+def _run(impl: str, out: Path, select: str = SLICE) -> Path:
     """A real, short conformance run: msgpack only, a few areas."""
     subprocess.run(
         [sys.executable, "-m", "conformance.cli", "run", "--impl", impl, "--transport", "msgpack",
-         "--report-dir", str(out), "--", "-k", SLICE],
+         "--report-dir", str(out), "--", "-k", select],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "tests")}, capture_output=True, timeout=600)
     return out / "results.json"
 
@@ -53,6 +55,18 @@ def results(tmp_path_factory) -> list[Path]:
     bad = _run("defective_adapters:NoBase64", tmp / "no-base64")
     assert json.loads(bad.read_text())["counts"]["failed"] > 0, "the defective adapter must fail some checks"
     return [good, bad]
+
+
+@pytest.fixture(scope="module")
+def one_failure(tmp_path_factory) -> Path:
+    """A real run with exactly one Required failure (and one Recommended): the reference testee with
+    its defaulted fields dropped, named by a long --impl (the interpreter's whole path)."""
+    out = tmp_path_factory.mktemp("one") / "run"
+    results = _run(f"cmd:{sys.executable} -m reference_impl.testee --break drop-defaults", out,
+                   "AbortReq and (Bytes or Golden) and minimal")
+    counts = json.loads(results.read_text())["counts"]
+    assert counts["failed"] == 1 and counts["recommended-failed"] == 1, counts
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -152,3 +166,60 @@ def test_check_pages_fit_the_width(site, defective, browser, shots):
     verdict = browser.evaluate("document.querySelector('p.verdict').innerText")
     assert verdict == f"This check fails in 1 of 2: {defective.title}.", verdict
     browser.screenshot(shots / "site-check.png", height=520)
+
+
+def test_check_page_shows_the_requirement_it_tests(site, browser, shots):
+    """The clause and the requirement's text from spec/SPEC.md, in view, linked to the requirements page."""
+    browser.open((site / "checks" / "Required.HttpBase64.RejectsMalformed.html").as_uri())
+    shown = browser.evaluate("""(() => {
+        const box = document.getElementById('proves');
+        box.scrollIntoView();
+        const quote = box.querySelector('blockquote.spec');
+        const link = box.querySelector('p.rid a');
+        return {text: box.innerText, quote: quote.innerText, visible: quote.checkVisibility(),
+                right: quote.getBoundingClientRect().right, href: link.getAttribute('href')};
+    })()""")
+    assert "R-HTTP-2a malformed base64 MUST fail validation with an error that names the field" in shown["text"]
+    assert shown["visible"] and shown["right"] <= WIDTH, shown
+    assert "base64" in shown["quote"] and "MUST" in shown["quote"], shown["quote"]  # the spec's words
+    assert shown["href"] == "../requirements.html#R-HTTP-2", shown
+    _no_horizontal_overflow(browser)
+    browser.screenshot(shots / "site-check-requirements.png", height=HEIGHT)
+    browser.open((site / "requirements.html").as_uri() + "#R-HTTP-2")
+    assert browser.evaluate("document.querySelector(':target').id") == "R-HTTP-2"
+    _no_horizontal_overflow(browser)
+
+
+def test_one_required_failure_makes_the_badge_red(one_failure, browser, tmp_path):
+    """report.html of a run with one Required failure: the badge is red, not orange."""
+    browser.open((one_failure / "report.html").as_uri())
+    fill = browser.evaluate("document.querySelector('span.badge svg rect:nth-of-type(2)').getAttribute('fill')")
+    assert fill == "#e05d44", fill  # shields.io's red
+    assert json.loads((one_failure / "badge.json").read_text())["color"] == "red"
+    _no_horizontal_overflow(browser)
+    browser.screenshot(tmp_path / "site-one-failure.png", height=640)  # not for docs/: it shows local paths
+
+
+def test_long_impl_stays_beside_its_term_and_nothing_overflows_at_720px(one_failure, browser, tmp_path):
+    narrow = 720
+    browser.call("Emulation.setDeviceMetricsOverride", session=True, width=narrow, height=HEIGHT,
+                 deviceScaleFactor=1, mobile=False)
+    browser.width = narrow
+    try:
+        browser.open((one_failure / "report.html").as_uri())
+        browser.evaluate("document.querySelectorAll('details').forEach(d => d.open = true)")
+        box = browser.evaluate("""(() => {
+            const dt = [...document.querySelectorAll('dl.meta dt')].find(t => t.innerText === '--impl');
+            const dd = dt.nextElementSibling;
+            const t = dt.getBoundingClientRect(), d = dd.getBoundingClientRect();
+            return {dt_right: t.right, dd_left: d.left, dd_right: d.right, text: dd.innerText,
+                    width: document.documentElement.scrollWidth, inner: innerWidth};
+        })()""")
+        assert "reference_impl.testee --break drop-defaults" in box["text"]
+        assert box["dd_left"] >= box["dt_right"], box  # the value beside its term, never back at the page's edge
+        assert box["dd_right"] <= narrow and box["width"] <= box["inner"], box
+        browser.screenshot(tmp_path / "site-one-failure-720.png", height=640)
+    finally:
+        browser.call("Emulation.setDeviceMetricsOverride", session=True, width=WIDTH, height=HEIGHT,
+                     deviceScaleFactor=1, mobile=False)
+        browser.width = WIDTH

@@ -1,14 +1,28 @@
-"""A flat SVG badge per implementation, drawn here so the site needs no badge service."""
+"""The run's badge: a shields.io endpoint description (badge.json) and the same badge as a flat
+SVG, drawn here so the site needs no badge service."""
 
 from __future__ import annotations
 
 import html
-from typing import Any
+from typing import Any, Iterable
 
-from conformance import report
+from conformance.site.model import Counts
 
-#: shields.io's named colours, the ones report.badge chooses from.
-COLOURS = {"brightgreen": "#4c1", "yellowgreen": "#a4a61d", "orange": "#fe7d37", "red": "#e05d44"}
+#: shields.io's named colours, the ones `endpoint` chooses from.
+COLOURS = {"brightgreen": "#4c1", "orange": "#fe7d37", "red": "#e05d44"}
+
+
+def endpoint(outcomes: Iterable[str]) -> dict[str, Any]:
+    """shields.io endpoint JSON: red on any failure that fails the run (a Required check, a harness
+    error), orange when only Recommended checks failed, green when clean; listed failures count as ok."""
+    c = Counts()
+    for outcome in outcomes:
+        c.add(outcome)
+    ran = c.total - c.skipped
+    ok = c.passed + c.xfailed  # a recommended check that failed is not ok
+    colour = "red" if c.failed else "orange" if c.recommended_failed else "brightgreen"
+    message = f"{ok}/{ran}" + (f", {c.recommended_failed} recommended failing" if c.recommended_failed else "")
+    return {"schemaVersion": 1, "label": "ipc conformance", "message": message, "color": colour}
 
 
 def _width(text: str) -> int:
@@ -16,9 +30,9 @@ def _width(text: str) -> int:
     return int(len(text) * 6.5) + 20
 
 
-def svg(records: list[dict[str, Any]]) -> str:
-    """The badge report.badge describes (label, message, colour) as an SVG image."""
-    b = report.badge(records)
+def svg(outcomes: Iterable[str]) -> str:
+    """The badge `endpoint` describes (label, message, colour) as an SVG image."""
+    b = endpoint(outcomes)
     label, message = b["label"], b["message"]
     colour = COLOURS.get(b["color"], "#9f9f9f")
     lw, mw = _width(label), _width(message)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from conformance.requirements import Proven, index
+
 #: Outcomes that are a problem a reader should see, worst first.
 PROBLEMS = ("failed", "recommended-failed", "xfailed")
 LEVELS = ("Required", "Recommended")
@@ -62,6 +64,12 @@ class Record:
     def check_key(self) -> tuple[str, str, str]:
         return self.level, self.area, self.name
 
+    @property
+    def first_line(self) -> str:
+        """What groups failures: the first line of the message (a defect names itself there)."""
+        lines = self.message.strip().splitlines()
+        return lines[0].strip() if lines else ""
+
     def first_lines(self, n: int = 4) -> str:
         return "\n".join(self.message.strip().splitlines()[:n])
 
@@ -103,6 +111,38 @@ class Counts:
                ("warn", "!", self.recommended_failed, "recommended checks failed"),
                ("warn", "≈", self.xfailed, "expected failures"), ("skip", "–", self.skipped, "skipped")]
         return [p for p in out if p[2]]
+
+
+@dataclass
+class FailureGroup:
+    """Records of one area, with one outcome, whose messages start with the same line."""
+
+    outcome: str
+    first_line: str
+    records: list[Record]
+
+    @property
+    def first(self) -> Record:
+        return self.records[0]
+
+    @property
+    def ids(self) -> list[str]:
+        return [r.id for r in self.records]
+
+    @property
+    def reasons(self) -> list[str]:
+        return list(dict.fromkeys(r.reason for r in self.records if r.reason))
+
+
+def group(records: Iterable[Record], outcomes: tuple[str, ...] = PROBLEMS) -> list[FailureGroup]:
+    """Records with these outcomes grouped by (outcome, first line): worst outcome first, then the
+    biggest group, then by the first check id."""
+    rank = {o: i for i, o in enumerate(outcomes)}
+    found: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in sorted((r for r in records if r.outcome in rank), key=lambda r: r.id):
+        found[r.outcome, r.first_line].append(r)
+    groups = [FailureGroup(outcome, line, recs) for (outcome, line), recs in found.items()]
+    return sorted(groups, key=lambda g: (rank[g.outcome], -len(g.records), g.first.id))
 
 
 def count(records: Iterable[Record]) -> Counts:
@@ -170,13 +210,9 @@ class Run:
             self._by_area = dict(out)
         return self._by_area
 
-    def problems(self, outcomes: tuple[str, ...] = PROBLEMS) -> dict[tuple[str, str], list[Record]]:
-        """Records with these outcomes by (level, area), areas in overview order, worst outcome first."""
-        rank = {o: i for i, o in enumerate(outcomes)}
-        found: dict[tuple[str, str], list[Record]] = defaultdict(list)
-        for r in sorted((r for r in self.records if r.outcome in rank), key=lambda r: (rank[r.outcome], r.id)):
-            found[r.level, r.area].append(r)
-        return {k: found[k] for k in area_keys([self]) if k in found}
+    def groups(self, outcomes: tuple[str, ...] = PROBLEMS) -> dict[tuple[str, str], list[FailureGroup]]:
+        """The problems of each area (Required areas first) grouped by their message's first line."""
+        return problem_groups(self.records, outcomes)
 
     def anchor(self, key: tuple[str, str]) -> str:
         """Where a link about one area of this run lands: its failures, else its expected failures, else its matrix."""
@@ -184,15 +220,15 @@ class Run:
         place = "area" if c.failed or c.recommended_failed else "expected" if c.xfailed else "matrix"
         return f"{place}-{key[0]}-{key[1]}"
 
-    def reproducer(self, record: Record) -> str:
-        """A command that runs this one check again."""
+    def reproducer(self, *records: Record) -> str:
+        """A command that runs these checks again."""
         impl = self.impl_spec or "IMPL"
         words = ["ipc-conformance", "run", "--impl", _quote(impl), "--manifest", _quote(self.manifest)]
         if self.transport != "both":
             words += ["--transport", self.transport]
-        if record.area == "E2E":
+        if any(r.area == "E2E" for r in records):
             words.append("--e2e")
-        words += ["--", "-k", _quote(record.id)]
+        words += ["--", "-k", _quote(" or ".join(r.id for r in records))]
         return " ".join(words)
 
 
@@ -200,7 +236,8 @@ def _quote(word: str) -> str:
     return word if re.fullmatch(r"[A-Za-z0-9_.:/=@+-]+", word) else "'" + word.replace("'", "'\\''") + "'"
 
 
-def _record(raw: Any, where: str) -> Record:
+def read_record(raw: Any, where: str) -> Record:
+    """One entry of results.json's 'results' (ResultsError, naming `where`, when it is not one)."""
     if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not isinstance(raw.get("outcome"), str):
         raise ResultsError(f"{where}: each entry of 'results' needs a string 'id' and 'outcome', got {raw!r:.120}")
     return Record(id=raw["id"], outcome=raw["outcome"], message=str(raw.get("message") or ""),
@@ -223,7 +260,7 @@ def load(path: Path) -> Run:
             raise ResultsError(f"{path}: missing field {key!r} (is this a results.json of `ipc-conformance run`?)")
     if not isinstance(data["results"], list):
         raise ResultsError(f"{path}: field 'results' must be a list of records")
-    records = [_record(r, f"{path}: results[{i}]") for i, r in enumerate(data["results"])]
+    records = [read_record(r, f"{path}: results[{i}]") for i, r in enumerate(data["results"])]
     meta = {k: v for k, v in data.items() if k not in ("results", "counts")}
     return Run(source=Path(path), impl=str(data["impl"]), manifest=str(data.get("manifest", "?")),
                transport=str(data.get("transport", "both")), records=records, meta=meta)
@@ -248,10 +285,29 @@ def load_all(paths: Iterable[Path]) -> list[Run]:
     return runs
 
 
+def _level_rank(level: str) -> int:
+    return LEVELS.index(level) if level in LEVELS else len(LEVELS)
+
+
+def sort_areas(keys: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """(level, area) keys, Required first, areas alphabetical."""
+    return sorted(set(keys), key=lambda k: (_level_rank(k[0]), k[0], k[1]))
+
+
 def area_keys(runs: list[Run]) -> list[tuple[str, str]]:
     """(level, area) of every run, Required first, areas alphabetical."""
-    keys = {k for run in runs for k in run.by_area()}
-    return sorted(keys, key=lambda k: (LEVELS.index(k[0]) if k[0] in LEVELS else len(LEVELS), k[0], k[1]))
+    return sort_areas(k for run in runs for k in run.by_area())
+
+
+def problem_groups(records: Iterable[Record], outcomes: tuple[str, ...] = PROBLEMS
+                   ) -> dict[tuple[str, str], list[FailureGroup]]:
+    """Records with these outcomes by (level, area), Required areas first, each area's grouped by
+    (outcome, first line)."""
+    by_area: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    for r in records:
+        if r.outcome in outcomes:
+            by_area[r.level, r.area].append(r)
+    return {key: group(by_area[key], outcomes) for key in sort_areas(by_area)}
 
 
 def check_page(key: tuple[str, str, str]) -> str:
@@ -266,6 +322,7 @@ class CheckView:
     key: tuple[str, str, str]
     counts: dict[str, Counts]  # run slug -> counts
     rows: list[tuple[str, dict[str, Optional[Record]]]]  # (instance, run slug -> record) for instances to show
+    proves: list[Proven] = field(default_factory=list)  # the requirements it tests (spec/clauses.md, SPEC §15)
 
     @property
     def label(self) -> str:
@@ -294,7 +351,7 @@ def checks(runs: list[Run]) -> list[CheckView]:
         for r in run.records:
             grouped[r.check_key][r.instance][run.slug] = r
     views = []
-    for key in sorted(grouped):
+    for key in sorted(grouped, key=lambda k: (_level_rank(k[0]), k)):  # Required checks first
         instances = grouped[key]
         counts = {run.slug: count(instances[i][run.slug] for i in instances if run.slug in instances[i])
                   for run in runs}
@@ -304,7 +361,8 @@ def checks(runs: list[Run]) -> list[CheckView]:
             outcomes = {c.outcome if c else None for c in cells.values()}
             if outcomes & set(PROBLEMS) or len(outcomes) > 1:
                 rows.append((instance, cells))
-        views.append(CheckView(key=key, counts=counts, rows=rows))
+        ids = {r.id for cells in instances.values() for r in cells.values()}
+        views.append(CheckView(key=key, counts=counts, rows=rows, proves=index().proves(sorted(ids))))
     return views
 
 

@@ -11,11 +11,13 @@ from typing import Any, Iterable, Optional
 
 import jinja2
 
-from conformance import __version__, report
+from conformance import __version__
+from conformance.requirements import Proven, index
 from conformance.site import badge
 from conformance.site.model import (
     LEVELS,
     CheckView,
+    FailureGroup,
     Record,
     Run,
     area_keys,
@@ -24,6 +26,7 @@ from conformance.site.model import (
     count,
     load_all,
     matrix,
+    read_record,
 )
 
 HERE = Path(__file__).resolve().parent
@@ -96,26 +99,48 @@ def implementation_page(env: jinja2.Environment, run: Run, *, root: str, standal
                         inline_css: str = "", common: Optional[dict[str, Any]] = None) -> str:
     by_area = run.by_area()
     keys = area_keys([run])
-    failures = run.problems(("failed", "recommended-failed"))
-    expected = run.problems(("xfailed",))
+    failures = run.groups(("failed", "recommended-failed"))
+    expected = run.groups(("xfailed",))
     return env.get_template("implementation.html").render(
         run=run, root=root, standalone=standalone, inline_css=inline_css, areas=keys, by_area=by_area,
         failures=failures, expected=expected,
-        residue=_residue(run), badge_svg=badge.svg([{"outcome": r.outcome} for r in run.records]),
-        check_page=lambda r: check_page(r.check_key),
+        residue=_residue(run), badge_svg=badge.svg(r.outcome for r in run.records),
+        check_page=lambda r: check_page(r.check_key), proves=_proves,
         **(common or _common([run])))
+
+
+def _proves(g: FailureGroup) -> list[Proven]:
+    """The requirements a group of failures breaks: those its checks test."""
+    return index().proves(g.ids)
 
 
 def single_run_html(meta: dict[str, Any], records: list[dict[str, Any]],
                     residue: Optional[dict[str, Any]] = None) -> str:
     """report.html of one run: the site's page for one implementation, in one file (style inlined)."""
-    from conformance.site.model import _record
-
     run = Run(source=Path("results.json"), impl=str(meta.get("impl", "?")), manifest=str(meta.get("manifest", "?")),
               transport=str(meta.get("transport", "both")),
-              records=[_record(r, "report") for r in records],
+              records=[read_record(r, "report") for r in records],
               meta={**meta, **({"residue": residue} if residue else {})}, slug="run", title=str(meta.get("impl", "?")))
     return implementation_page(environment(), run, root="", standalone=True, inline_css=CSS.read_text())
+
+
+@dataclass
+class RequirementView:
+    """One requirement of spec/SPEC.md on the requirements page: its text, its clauses, the checks
+    of these runs that test it."""
+
+    proven: Proven             # the requirement and all its clauses
+    views: list[CheckView]     # checks of these runs that test it
+
+
+def _requirements(views: list[CheckView]) -> list[RequirementView]:
+    idx = index()
+    tested: dict[str, list[CheckView]] = {}
+    for view in views:
+        for p in view.proves:
+            tested.setdefault(p.requirement.id, []).append(view)
+    return [RequirementView(Proven(r, tuple(idx.checks_of(r.id))), tested.get(r.id, []))
+            for r in idx.requirements.values()]
 
 
 def _write(path: Path, text: str) -> None:
@@ -135,9 +160,9 @@ def build_site(results: Iterable[Path], out: Path) -> Path:
     views = checks(runs)
     verdicts = {v.key: _verdict(v, runs) for v in views}
     for run in runs:
-        dicts = [{"outcome": r.outcome} for r in run.records]
-        _write(out / "badges" / f"{run.slug}.svg", badge.svg(dicts))
-        _write(out / "badges" / f"{run.slug}.json", json.dumps(report.badge(dicts)))
+        outcomes = [r.outcome for r in run.records]
+        _write(out / "badges" / f"{run.slug}.svg", badge.svg(outcomes))
+        _write(out / "badges" / f"{run.slug}.json", json.dumps(badge.endpoint(outcomes)))
         _write(out / "impl" / f"{run.slug}.html",
                implementation_page(env, run, root="../", standalone=False, common=common))
     for view in views:
@@ -146,10 +171,12 @@ def build_site(results: Iterable[Path], out: Path) -> Path:
             **common))
     _write(out / "checks.html", env.get_template("checks.html").render(
         views=views, runs=runs, verdicts=verdicts, root="", standalone=False, inline_css="", **common))
+    _write(out / "requirements.html", env.get_template("requirements.html").render(
+        requirements=_requirements(views), root="", standalone=False, inline_css="", **common))
     areas = area_keys(runs)
     differs = {key for key in areas if len({count(run.by_area().get(key, [])).state for run in runs}) > 1}
-    index = out / "index.html"
-    _write(index, env.get_template("overview.html").render(
+    home = out / "index.html"
+    _write(home, env.get_template("overview.html").render(
         runs=runs, areas=areas, differs=differs, by_area={run.slug: run.by_area() for run in runs},
         root="", standalone=False, inline_css="", **common))
-    return index
+    return home

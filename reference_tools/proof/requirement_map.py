@@ -1,22 +1,26 @@
 """Which Required checks test each clause of each MUST, and which planted violations prove them.
 
-Every MUST sentence of spec/SPEC.md is split into its clauses (``CLAUSES``: ids R-MSG-4a,
-R-MSG-4b, ...). Each clause names its Required checks (check-id globs) and a planted violation
-on both paths: **in-process** (a mutant of reference_tools/proof/mutants.py, a defective adapter
-of tests/, an engine whose receive path skips its unwrap) and **testee** (the same kind of bug
-in a testee process, seen by the runner only through the protocol: a ``--break`` mode of
+Every MUST sentence of spec/SPEC.md is split into its clauses (ids R-MSG-4a, R-MSG-4b, ...);
+spec/clauses.md, which the suite owns, gives each its text and its Required checks (check-id
+globs). Here each clause (``PROOFS``, joined into ``CLAUSES``) gets a planted violation on both
+paths: **in-process** (a mutant of reference_tools/proof/mutants.py, a defective adapter of
+tests/, an engine whose receive path skips its unwrap) and **testee** (the same kind of bug in a
+testee process, seen by the runner only through the protocol: a ``--break`` mode of
 reference_impl/testee.py, or a mutant behind the protocol, reference_tools/proof/mutant_testee.py).
 A clause that cannot apply to one path says why (``NO_TESTEE_PATH``, few and reasoned); a clause
 whose check or violations are being written elsewhere is ``pending`` with what is missing.
 
-Edit this file when a check or a requirement is added; `python -m reference_tools.proof table`
-regenerates docs/requirements.md and tests/test_requirement_table.py keeps both honest.
+Edit spec/clauses.md and this file when a check or a requirement is added;
+`python -m reference_tools.proof table` regenerates docs/requirements.md and
+tests/test_requirement_table.py keeps all three honest.
 """
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
+
+from conformance.requirements import clauses as spec_clauses
 
 MUTANTS = "reference_tools.proof.mutants"
 DEFECTS = "tests.defective_adapters"
@@ -308,237 +312,131 @@ NO_TESTEE_PATH: dict[str, str] = {
             "reach a testee, so it never holds the non-contiguous or grad-requiring tensor the clause is about",
 }
 
-C = Clause
-CLAUSES: tuple[Clause, ...] = (
-    C("R-MSG-1a", "a tagged array_like struct is a msgpack array whose first element is the tag, a str equal to the "
-      "manifest's tag", (BYTES, ROUNDTRIP), ("QualifiedTag",), (_t("QualifiedTag"),)),
-    C("R-MSG-1b", "one element per field follows the tag, in the manifest's field order", (ROUNDTRIP, BYTES),
-      ("SwapsFirstTwoFields",), (_t("SwapsFirstTwoFields"),)),
-    C("R-MSG-2a", "every field is encoded, including fields equal to their default (no element dropped)", (BYTES,),
-      ("DropsTrailingDefaults",), ("testee --break drop-defaults",)),
-    C("R-MSG-2b", "an encoder MUST NOT insert elements", (BYTES,), ("AppendsExtraField",), (_t("AppendsExtraField"),)),
-    C("R-MSG-2c", "an encoder MUST NOT reorder elements", (ROUNDTRIP, "Required.DoubleHop.*", BYTES),
-      ("SwapsFirstTwoFields",),
-      (_t("SwapsFirstTwoFields"),)),
-    C("R-MSG-4a", "an array_like: false struct is a map from field name to value, in field order", (BYTES, ROUNDTRIP),
-      ("MapsInReverseOrder",), (_t("MapsInReverseOrder"),)),
-    C("R-MSG-4b", "under omit_defaults an encoder MUST write every field not identical to its default (same type and, "
-      "for floats, the same bits: -0.0 is written)", ("Required.Omission.*",), ("OmitsEqualDefaults",),
-      (_t("OmitsEqualDefaults"),)),
-    C("R-MSG-4c", "a decoder MUST fill in the default of every absent field", ("Required.Accepts.*.MapDefaultsFilled",),
-      ("MapDefaultsNotFilled",), ("testee --break no-map-defaults",)),
-    C("R-MSG-4d", "a decoder MUST ignore map keys it does not know unless the struct has forbid_unknown_fields",
-      ("Required.Accepts.*.MapUnknownKey",), ("MapUnknownKeysRefused",), ("testee --break refuse-unknown-map-keys",)),
-    C("R-MSG-5a", "a decoder MUST accept an array shorter than the field count when the missing trailing fields have "
-      "defaults", (ACCEPTS,), ("RefusesShortArrays",), (_t("RefusesShortArrays"),)),
-    C("R-MSG-5b", "a decoder MUST ignore elements beyond the last field it "
-                  "knows", (ACCEPTS,), ("RefusesExtraElements",),
-      (_t("RefusesExtraElements"),)),
-    C("R-MSG-5c", "a missing field without a default, an element of the wrong type or a tag not in the union MUST fail "
-      "the decode", (REFUSES,), ("DefaultsForRequiredFields", "WrongElementTypeKeptAsIs", "UnknownTagDecodesAsNone"),
-      ("testee --break accept-all",)),
-    C("R-MSG-6a", "an encoder MUST accept every member of the union and its primitives (and nil) as a whole message",
-      ("Required.Primitive.*.TopLevel.*",), ("TopLevelNoneRefused",), (_t("TopLevelNoneRefused"),)),
-    C("R-MSG-6b", "a top-level str is a plain msgpack str, and a decoder that sees a str marker first MUST "
-                  "decode a str",
-      ("Required.Primitive.*.TopLevel.*",), ("NoTopLevelStr", "TopLevelStrDecodedAsBytes"),
-      (_t("TopLevelStrDecodedAsBytes"),)),
-    C("R-MSG-7a", "the union MUST contain every message of the manifest, subclasses at any depth and registered types",
-      ("Required.Catalogue.*.InTopLevelUnion", "Required.Catalogue.All.NoUnlistedMessages"),
-      ("CustomTypesNotInUnion",), no_testee="catalogue"),
-    C("R-MSG-8a", "an implementation that discovers message types at run time MUST accept subclasses defined after "
-      "start-up", ("Required.Catalogue.All.LateGrandchildDecodes",), ("NoLateSubclasses",),
-      ("testee --break forget-define",)),
-    C("R-MSG-9a", "decoding and encoding again MUST give a value identical to the first decode",
-      ("Required.DoubleHop.*.Stable.*",), ("SwapsFirstTwoFields",), (_t("QualifiedTag"),)),
-    C("R-MSG-10a", "an implementation MUST NOT narrow or widen field types",
-      ("Required.Catalogue.*.MatchesManifest", ROUNDTRIP, "Required.Logprobs.*"), ("NarrowRids", "NarrowLogprobs"),
-      no_testee="catalogue"),
-    C("R-MSG-11a", "a decoder MUST reject input that does not match the manifest's types: unknown tag, wrong element "
-      "type, missing required field", (REFUSES,), ("DefaultsForRequiredFields", "UnknownTagDecodesAsNone",
-                                                  "WrongElementTypeKeptAsIs"), ("testee --break accept-all",)),
-    C("R-MSG-11b", "a decoder MUST reject bytes that are not one msgpack object: malformed msgpack, trailing bytes",
-      (REFUSES,), ("IgnoresTrailingBytes",), (_t("IgnoresTrailingBytes"),)),
-    C("R-MSG-11c", "a decoder MUST reject extension payloads that contradict their metadata", (REFUSES,),
-      ("TensorRawLengthUnchecked",), (_t("TensorRawLengthUnchecked"),)),
-    C("R-MSG-11d", "a decoder MUST reject a fixed-size tuple of the wrong length (a wrong element count)",
-      ("Required.Refuses.*.TupleTooShort.*", "Required.Refuses.*.TupleTooLong.*"), ("TupleAnyLength",),
-      ("testee --break tuple-any-length",)),
-    C("R-VAL-1a", "ints travel in the signed 64-bit range and unsigned up to 2^64-1", ("Required.Extremes.*",),
-      ("ClampsLargeInts",), (_t("ClampsLargeInts"),)),
-    C("R-VAL-1b", "an int beyond that range MUST fail to encode", (REFUSES,), ("OversizedIntsClamped",),
-      (_t("OversizedIntsClamped"),)),
-    C("R-VAL-2a", "encoders MUST write floats as float 64, never float 32 or an int", (BYTES,),
-      ("Float32Narrowing", "IntegralFloatsAsInts"), ("testee --break float32", "testee --break int-floats")),
-    C("R-VAL-2b", "decoders MUST accept float 32 and integers for a float field", (ACCEPTS,),
-      ("RefusesIntsForFloats", "RequiresCanonicalBytes"), (_t("RefusesIntsForFloats"), _t("RequiresCanonicalBytes"))),
-    C("R-VAL-2c", "the bit pattern of every float64 is kept (NaN payloads, -0.0)", ("Required.Extremes.*",),
-      ("CanonicalNaN",), (_t("CanonicalNaN"),)),
-    C("R-VAL-2d", "non-finite floats (-inf, NaN) inside nested lists keep their values, never null",
-      ("Required.EveryEdge.*.NonFinite.*",), ("NonFiniteInListsAsNil",), ("testee --break nonfinite-nil",)),
-    C("R-VAL-3a", "a str that is not valid Unicode (lone surrogates) MUST fail to encode", (REFUSES,),
-      ("SurrogatesReplaced",), (_t("SurrogatesReplaced"),)),
-    C("R-VAL-4a", "an enum travels as its member's value, never its "
-                  "name", (ROUNDTRIP,), ("EnumByName", "UntypedDecode"),
-      (_t("EnumByName"),)),
-    C("R-VAL-5a", "a float 32 read into a float position MUST widen as IEEE 754 convertFormat (NaN sign and payload "
-      "kept)", ("Required.FloatWidening.*",), ("WideningCanonicalizesNaN",), (_t("WideningCanonicalizesNaN"),)),
-    C("R-VAL-6a", "an encoder MUST NOT write two keys equal (or colliding) as values of the map's key type",
-      ("Required.Accepts.*.CollidingKeysNotWritten",), ("CollidingKeysWritten",), ("testee --break colliding-keys",)),
-    C("R-VAL-7a", "a bool or np.bool_ is written true/false, never 0/1, and an int is never written true/false",
-      ("Required.EveryEdge.*.NumpyScalar.*",), ("NumpyBoolEncodedAsInt",), no_testee="numpy"),
-    C("R-VAL-8a", "an np.integer is written as the int of its value and an np.floating as the float 64 of its value",
-      ("Required.EveryEdge.*.NumpyScalar.*", "Required.EveryEdge.*.Float32Origin.*"),
-      ("NumpyFloatsRoundedToShortest",), no_testee="numpy"),
-    C("R-VAL-9a", "a 0-d array is an array (an extension with shape []), never a scalar",
-      ("Required.EveryEdge.*.ZeroDim.*", "Required.Tensor.zero_dim.*"), ("ZeroDimAsShapeOne",),
-      (_t("ZeroDimAsShapeOne"),)),
-    C("R-VAL-6b", "a decoder that meets duplicate keys MUST refuse or keep one entry: the first key's position, "
-                  "the last "
-      "value", ("Required.Accepts.*.DuplicateKeyLastValue",), ("DuplicateKeysFirstWins",),
-      (_t("DuplicateKeysFirstWins"),)),
-    C("R-EXT-1a", "a buffer extension is a 4-byte big-endian metadata length, the msgpack metadata, then the raw bytes",
-      (TENSOR, ROUNDTRIP, BYTES), ("ExtMetadataLengthLittleEndian",), (_t("ExtMetadataLengthLittleEndian"),)),
-    C("R-EXT-2a", "raw element bytes are row-major, little-endian, without padding",
-      (TENSOR, "Required.TensorDtype.*", ROUNDTRIP, BYTES),
-      ("RawBytesBigEndian",), (_t("RawBytesBigEndian"),)),
-    C("R-EXT-2b", "an encoder MUST send the typecode the manifest gives (Array[q]: q)", (BYTES, ROUNDTRIP),
-      ("ArrayTypecodeUnsigned",), (_t("ArrayTypecodeUnsigned"),)),
-    C("R-EXT-3a", "a decoder MUST reject a buffer extension whose metadata length, metadata, shape, dtype or "
-                  "raw length "
-      "is wrong", (REFUSES,), ("TensorRawLengthUnchecked", "UnknownDtypesAsBytes"),
-      (_t("TensorRawLengthUnchecked"), "testee --break accept-all")),
-    C("R-EXT-3b", "a decoder MUST refuse numpy dtypes that hold objects (|O)", ("Required.Refuses.NDArray.*",),
-      ("NdarrayDtypeChecksSkipped",), (_t("NdarrayDtypeChecksSkipped"),)),
-    C("R-EXT-3c", "a decoder MUST refuse shapes beyond 64 dimensions or 64-bit sizes by name, never by running out of "
-      "memory", ("Required.Refuses.Tensor.*",), ("LargeShapesDecodedEmpty",), (_t("LargeShapesDecodedEmpty"),)),
-    C("R-EXT-3d", "structured, record and sub-array dtypes, dtypes of size 0 and non-string dtypes MUST be refused",
-      ("Required.Refuses.NDArray.*",), ("NdarrayDtypeChecksSkipped",), (_t("NdarrayDtypeChecksSkipped"),)),
-    C("R-EXT-3e", "a U array MUST hold only Unicode code points", ("Required.Refuses.NDArray.*",),
-      ("NdarrayDtypeChecksSkipped",), (_t("NdarrayDtypeChecksSkipped"),)),
-    C("R-EXT-4a", "unknown extension codes MUST decode to an opaque value that encodes to the same bytes",
-      ("Required.Accepts.*.UnknownExtensionForwarded",), ("UnknownExtRefused",), (_t("UnknownExtRefused"),)),
-    C("R-EXT-6a", "an encoder MUST send a big-endian ndarray as it is, never converted",
-      ("Required.ByteOrder.*.BigEndianKept.*",), ("BigEndianNdarraysConverted",), (_t("BigEndianNdarraysConverted"),)),
-    C("R-EXT-6b", "a decoder MUST accept both byte orders and keep the dtype string",
-      ("Required.ByteOrder.*.BigEndianKept.*",), ("NdarraysDecodedNative",), (_t("NdarraysDecodedNative"),)),
-    C("R-TEN-1a", "encoders MUST write the table's dtype names, the raw bytes never converted",
-      ("Required.Tensor.*.Exact.*", "Required.TensorDtype.*"), ("TensorDtypeRenamed", "UpcastsBfloat16"),
-      (_t("TensorDtypeRenamed"),)),
-    C("R-TEN-1b", "decoders MUST accept every name of the "
-                  "table", ("Required.TensorDtype.*",), ("KnowsOnlyCommonDtypes",),
-      (_t("KnowsOnlyCommonDtypes"),)),
-    C("R-TEN-1c", "decoders MUST refuse any other dtype name", (REFUSES,), ("UnknownDtypesAsBytes",),
-      (_t("UnknownDtypesAsBytes"),)),
-    C("R-TEN-1d", "an encoder MUST refuse to send a quantized tensor", (REFUSES,), ("QuantizedSentAsIntegers",),
-      (_t("QuantizedSentAsIntegers"),)),
-    C("R-TEN-1e", "a decoder MUST refuse quantized dtypes", (REFUSES,), ("QuantizedDtypesDecoded",),
-      (_t("QuantizedDtypesDecoded"),)),
-    C("R-TEN-2a", "a receiver MUST restore exactly the shape: 0-d stays 0-d, an empty tensor keeps its dimensions",
-      ("Required.Tensor.zero_dim.*", "Required.Tensor.empty.*"), ("ZeroDimAsShapeOne", "EmptyShapeFlattened"),
-      (_t("ZeroDimAsShapeOne"), _t("EmptyShapeFlattened"))),
-    C("R-TEN-3a", "a receiver MUST restore the tensor on its device and fail the decode, naming it, when the "
-                  "device does "
-      "not exist there", ("Required.Tensor.*.DeviceKept", REFUSES), ("TensorDeviceIgnored",),
-      (_t("TensorDeviceIgnored"), "testee --break device-to-cpu")),
-    C("R-TEN-3b", "an implementation that holds tensors as values MUST accept every <type>:<index> device (index 0 to "
-      "127) and carry the string unchanged", ("Required.Tensor.*.DeviceKept",), ("TensorDeviceIgnored",),
-      ("testee --tensors values --break device-to-cpu",)),
-    C("R-TEN-4a", "a non-contiguous tensor or a view MUST be sent as its contiguous copy with equal values", (TENSOR,),
-      ("ViewBytesNotContiguous", "IgnoresStorageOffset"), no_testee="view"),
-    C("R-TEN-4b", "a tensor that requires grad MUST arrive detached, requires_grad=False, under both transports",
-      (TENSOR,), ("KeepsRequiresGradUnderPickle",), no_testee="view"),
-    C("R-TEN-5a", "a received tensor owns its memory: mutating it changes no sender or socket buffer",
-      ("Required.ZeroCopy.*.BufferReuseSafe", "Required.TensorMemory.*"),
-      ("UnsafeZeroCopy", "TensorSharesReceiveBuffer"),
-      no_testee="process"),
-    C("R-TEN-5b", "a received ndarray or array.array owns its memory: writable, sharing no bytes with the buffer",
-      ("Required.TensorMemory.ndarray.*", "Required.TensorMemory.array.*"), ("NdarraysShareReceiveBuffer",),
-      no_testee="process"),
-    C("R-PW-1a", "under msgpack the sender MUST wrap each PickleWrapper-typed value as part of encoding",
-      ("Required.Unwrap.*", "Required.Trace.*"), ("WrapperContentsLost",), (_t("WrapperContentsLost"),)),
-    C("R-PW-1b", "empty and falsy values at PickleWrapper positions are wrapped like any other, never sent as None",
-      ("Required.EveryEdge.*.PickleWrapperFalsy.*",), ("FalsyOpaqueValuesSentAsNone",),
-      ("testee --break falsy-wrap-nil",)),
-    C("R-PW-1c", "the object arrives whole: every attribute of the implementation's own payload survives the wrapper",
-      ("Required.Payload.*.StateKept.*", "Required.ReceivePath.*"), ("TimeStatsDropsAField",), no_testee="payload"),
-    C("R-PW-2a", "wrapper positions are the declared field types only: an implementation MUST NOT guess wrappers from "
-      "values", (ROUNDTRIP,), ("GuessesWrappersFromValues",), (_t("GuessesWrappersFromValues"),)),
-    C("R-PW-3a", "every receive path MUST open every wrapper before it reads, changes or forwards the message",
-      ("Required.Unwrap.*.NoWrapperLeft.*",), ("ForgetsUnwrap", "UnwrapSkipped"), ("testee --break no-unwrap",)),
-    C("R-PW-3b", "the engine's own receive paths (data-parallel controller, scheduler after a broadcast, the way back) "
-      "unwrap", ("Required.ReceivePath.*", "Required.E2E.*.NoWrapperPastReceive"),
-      ("ControllerSkipsUnwrap", "SchedulerSkipsUnwrap", "DetokenizerSkipsUnwrap"), no_testee="engine"),
-    C("R-PW-3c", "every item of a batch that reaches a receive path is unwrapped, not only the first",
-      ("Required.ReceivePath.Batch*.Scheduler.*",), ("SchedulerUnwrapsFirstSubRequestOnly",), no_testee="engine"),
-    C("R-PW-3d", "a receiver's top-level decode opens a top-level PickleWrapper (the controller's handshakes)",
-      ("Required.Payload.PickleWrapper.StateKept.*",), ("TopLevelWrapperKeptClosed",), no_testee="process"),
-    C("R-PW-5a", "a receive path for an untrusted peer MUST NOT pass wire bytes to pickle or any deserializer that can "
-      "call code", ("Required.Security.*",), ("UnpicklesWireBytes", "UntrustedReceiveUnpickles",
-                                              "UntrustedReceiveUnpicklesAllowListed"),
-      ("testee --break unsafe-receive",)),
-    C("R-PW-6a", "wrapper data bytes are forwarded unchanged; an implementation that cannot pickle MUST NOT write the "
-      "object unwrapped in the field's place", ("Required.Unwrap.*", BYTES), ("WrapperContentsLost",),
-      (_t("WrapperContentsLost"),)),
-    C("R-HTTP-1a", "the HTTP bridge MUST decode base64 fields into bytes before the struct is built",
-      ("Required.HttpBase64.*.Decodes",), ("NoBase64",), (_t("NoBase64"),)),
-    C("R-HTTP-2a", "malformed base64 MUST fail validation with an error that names the field",
-      ("Required.HttpBase64.*.RejectsMalformed",), ("NoBase64",), (_t("NoBase64"),)),
-    C("R-HTTP-2b", "unknown keys MUST be rejected", ("Required.Http.*.RejectsUnknownKey",),
-      ("HttpUnknownKeysAccepted",), ("testee --break http-unknown-keys",)),
-    C("R-HTTP-2c", "missing keys take the field's default (factory defaults included)",
-      ("Required.Http.*.OmittedFieldsTakeDefaults",), ("HttpFactoryRequired",),
-      ("testee --break http-factory-required",)),
-    C("R-NONE-1a", "each nested-optional logprob shape ([[null, x]], [[]], [null, [...], []]) MUST be carried "
-                   "unchanged",
-      ("Required.Logprobs.*.NestedNone.*",), ("NarrowLogprobs", "DropsNoneInLists", "NoneInListsAsZero"),
-      (_t("DropsNoneInLists"),)),
-    C("R-TRACE-1a", "a receiving process that traces MUST open its span as a child of the carrier in the time stats",
-      ("Required.Trace.*", "Required.E2E.*.OneLinkedTrace.*"), ("DropsTraceUnderMsgpack",),
-      (_t("WrapperContentsLost"),)),
-    C("R-TRACE-2a", "every hop that forwards a request MUST carry the context on, under both transports",
-      ("Required.Trace.*.ContextSurvivesForwarding.*",), ("DropsTraceUnderMsgpack",), (_t("WrapperContentsLost"),)),
-    C("R-TRACE-3a", "the context MUST survive serialization (no unpicklable state)",
-      ("Required.Trace.*.ContextSurvivesForwarding.*",), ("DropsTraceUnderMsgpack",), (_t("WrapperContentsLost"),)),
-    C("R-NORM-1a", "for fields with a precise type the two transports MUST deliver identical values",
-      ("Required.CrossTransport.*", "Required.Tensor.*.SameOnBothTransports"), ("KeepsRequiresGradUnderPickle",),
-      (_t("PickleNormalizesLikeMsgpack"),)),
-    C("R-NORM-2a", "an implementation MUST NOT add normalizations beyond the documented ones",
-      (ROUNDTRIP, "Required.CrossTransport.*"), ("PickleNormalizesLikeMsgpack",), (_t("PickleNormalizesLikeMsgpack"),)),
-    C("R-TRN-2a", "a receiver MUST decode each received ZeroMQ message whole", ("Required.Socket.*.ArrivesWhole.*",),
-      ("SplitsMessageIntoFrames",), no_testee="process"),
-    C("R-TRN-3a", "a zero-copy send MUST NOT return before the transport released the caller's buffer, or MUST copy it",
-      ("Required.ZeroCopy.*.BufferReuseSafe",), ("UnsafeZeroCopy",), no_testee="process"),
-    C("R-SEC-1a", "= R-PW-5: an untrusted peer's bytes never reach "
-                  "pickle", ("Required.Security.*.NoPickleFromUntrustedPeer",),
-      ("UnpicklesWireBytes",), ("testee --break unsafe-receive",)),
-    C("R-SEC-2a", "hostile bytes MUST end in an error, never in a crash or an exhausted process", (REFUSES,),
-      ("WrongElementTypeKeptAsIs", "LargeShapesDecodedEmpty"), ("testee --break accept-all",)),
-    C("R-DP-1a", "the controller MUST decode every message with the full union, route each tokenized request to "
-                 "exactly "
-      "one rank and broadcast control messages", RECEIVE, ("ControllerSkipsUnwrap", "SchedulerSkipsUnwrap"),
-      no_testee="engine"),
-    C("R-DP-2a", "the controller's receive path MUST unwrap before reading time stats or opening its span",
-      ("Required.ReceivePath.*.Controller.*",), ("ControllerSkipsUnwrap",), no_testee="engine"),
-    C("R-DP-3a", "a forwarded message MUST equal the received one except the documented fields", RECEIVE,
-      ("ControllerSkipsUnwrap", "SchedulerSkipsUnwrap"), no_testee="engine"),
-    C("R-DP-4a", "the controller MUST continue the request's "
-                 "trace", ("Required.Trace.*", "Required.E2E.*.OneLinkedTrace.*"),
-      ("DropsTraceUnderMsgpack",), no_testee="engine"),
-    C("R-DP-5a", "a request the controller cannot route MUST be answered with an AbortReq carrying a finished_reason",
-      ("Required.ReceivePath.*.Unroutable.*",), ("ControllerDropsUnroutable",), no_testee="engine"),
-    C("R-VEC-1a", "an implementation MUST decode every vector of its manifest to the value its JSON view describes",
-      ("Required.Golden.*.DecodesVector.*",), ("ReorderedFields",), ("testee --break drop-field",)),
-    C("R-VEC-2a", "peers MUST NOT depend on the canonical bytes: decoders accept every valid encoding", (ACCEPTS,),
-      ("RequiresCanonicalBytes",), (_t("RequiresCanonicalBytes"),)),
-    C("R-VEC-3a", "an encoder MUST produce the vector's msgpack form, header widths and set order aside", (BYTES,),
-      ("Float32Narrowing", "IntegralFloatsAsInts", "DropsTrailingDefaults"),
-      ("testee --break float32", "testee --break int-floats", "testee --break drop-defaults")),
-    C("R-VER-1a", "an implementation MUST define every struct of its manifest with the same tag, fields, order, types "
-      "and defaults, and no other messages", ("Required.Catalogue.*.MatchesManifest",
-                                             "Required.Catalogue.All.NoUnlistedMessages"),
-      ("NarrowRids", "ReorderedFields"), no_testee="catalogue"),
-)
+@dataclass(frozen=True)
+class Proof:
+    """The planted violations of one clause per path, or why it has none there."""
+
+    in_process: tuple[str, ...]
+    testee: tuple[str, ...] = ()
+    no_testee: str = ""
+    pending: str = ""
+
+
+P = Proof
+#: Per clause of spec/clauses.md (its text and checks live there, owned by the suite): the
+#: violations that prove it. A clause of the table missing here has none (the table test says so).
+PROOFS: dict[str, Proof] = {
+    "R-MSG-1a": P(("QualifiedTag",), (_t("QualifiedTag"),)),
+    "R-MSG-1b": P(("SwapsFirstTwoFields",), (_t("SwapsFirstTwoFields"),)),
+    "R-MSG-2a": P(("DropsTrailingDefaults",), ("testee --break drop-defaults",)),
+    "R-MSG-2b": P(("AppendsExtraField",), (_t("AppendsExtraField"),)),
+    "R-MSG-2c": P(("SwapsFirstTwoFields",), (_t("SwapsFirstTwoFields"),)),
+    "R-MSG-4a": P(("MapsInReverseOrder",), (_t("MapsInReverseOrder"),)),
+    "R-MSG-4b": P(("OmitsEqualDefaults",), (_t("OmitsEqualDefaults"),)),
+    "R-MSG-4c": P(("MapDefaultsNotFilled",), ("testee --break no-map-defaults",)),
+    "R-MSG-4d": P(("MapUnknownKeysRefused",), ("testee --break refuse-unknown-map-keys",)),
+    "R-MSG-5a": P(("RefusesShortArrays",), (_t("RefusesShortArrays"),)),
+    "R-MSG-5b": P(("RefusesExtraElements",), (_t("RefusesExtraElements"),)),
+    "R-MSG-5c": P(("DefaultsForRequiredFields", "WrongElementTypeKeptAsIs", "UnknownTagDecodesAsNone"),
+                  ("testee --break accept-all",)),
+    "R-MSG-6a": P(("TopLevelNoneRefused",), (_t("TopLevelNoneRefused"),)),
+    "R-MSG-6b": P(("NoTopLevelStr", "TopLevelStrDecodedAsBytes"), (_t("TopLevelStrDecodedAsBytes"),)),
+    "R-MSG-7a": P(("CustomTypesNotInUnion",), no_testee="catalogue"),
+    "R-MSG-8a": P(("NoLateSubclasses",), ("testee --break forget-define",)),
+    "R-MSG-9a": P(("SwapsFirstTwoFields",), (_t("QualifiedTag"),)),
+    "R-MSG-10a": P(("NarrowRids", "NarrowLogprobs"), no_testee="catalogue"),
+    "R-MSG-11a": P(("DefaultsForRequiredFields", "UnknownTagDecodesAsNone", "WrongElementTypeKeptAsIs"),
+                   ("testee --break accept-all",)),
+    "R-MSG-11b": P(("IgnoresTrailingBytes",), (_t("IgnoresTrailingBytes"),)),
+    "R-MSG-11c": P(("TensorRawLengthUnchecked",), (_t("TensorRawLengthUnchecked"),)),
+    "R-MSG-11d": P(("TupleAnyLength",), ("testee --break tuple-any-length",)),
+    "R-VAL-1a": P(("ClampsLargeInts",), (_t("ClampsLargeInts"),)),
+    "R-VAL-1b": P(("OversizedIntsClamped",), (_t("OversizedIntsClamped"),)),
+    "R-VAL-2a": P(("Float32Narrowing", "IntegralFloatsAsInts"),
+                  ("testee --break float32", "testee --break int-floats")),
+    "R-VAL-2b": P(("RefusesIntsForFloats", "RequiresCanonicalBytes"),
+                  (_t("RefusesIntsForFloats"), _t("RequiresCanonicalBytes"))),
+    "R-VAL-2c": P(("CanonicalNaN",), (_t("CanonicalNaN"),)),
+    "R-VAL-2d": P(("NonFiniteInListsAsNil",), ("testee --break nonfinite-nil",)),
+    "R-VAL-3a": P(("SurrogatesReplaced",), (_t("SurrogatesReplaced"),)),
+    "R-VAL-4a": P(("EnumByName", "UntypedDecode"), (_t("EnumByName"),)),
+    "R-VAL-5a": P(("WideningCanonicalizesNaN",), (_t("WideningCanonicalizesNaN"),)),
+    "R-VAL-6a": P(("CollidingKeysWritten",), ("testee --break colliding-keys",)),
+    "R-VAL-7a": P(("NumpyBoolEncodedAsInt",), no_testee="numpy"),
+    "R-VAL-8a": P(("NumpyFloatsRoundedToShortest",), no_testee="numpy"),
+    "R-VAL-9a": P(("ZeroDimAsShapeOne",), (_t("ZeroDimAsShapeOne"),)),
+    "R-VAL-6b": P(("DuplicateKeysFirstWins",), (_t("DuplicateKeysFirstWins"),)),
+    "R-EXT-1a": P(("ExtMetadataLengthLittleEndian",), (_t("ExtMetadataLengthLittleEndian"),)),
+    "R-EXT-2a": P(("RawBytesBigEndian",), (_t("RawBytesBigEndian"),)),
+    "R-EXT-2b": P(("ArrayTypecodeUnsigned",), (_t("ArrayTypecodeUnsigned"),)),
+    "R-EXT-3a": P(("TensorRawLengthUnchecked", "UnknownDtypesAsBytes"),
+                  (_t("TensorRawLengthUnchecked"), "testee --break accept-all")),
+    "R-EXT-3b": P(("NdarrayDtypeChecksSkipped",), (_t("NdarrayDtypeChecksSkipped"),)),
+    "R-EXT-3c": P(("LargeShapesDecodedEmpty",), (_t("LargeShapesDecodedEmpty"),)),
+    "R-EXT-3d": P(("NdarrayDtypeChecksSkipped",), (_t("NdarrayDtypeChecksSkipped"),)),
+    "R-EXT-3e": P(("NdarrayDtypeChecksSkipped",), (_t("NdarrayDtypeChecksSkipped"),)),
+    "R-EXT-4a": P(("UnknownExtRefused",), (_t("UnknownExtRefused"),)),
+    "R-EXT-6a": P(("BigEndianNdarraysConverted",), (_t("BigEndianNdarraysConverted"),)),
+    "R-EXT-6b": P(("NdarraysDecodedNative",), (_t("NdarraysDecodedNative"),)),
+    "R-TEN-1a": P(("TensorDtypeRenamed", "UpcastsBfloat16"), (_t("TensorDtypeRenamed"),)),
+    "R-TEN-1b": P(("KnowsOnlyCommonDtypes",), (_t("KnowsOnlyCommonDtypes"),)),
+    "R-TEN-1c": P(("UnknownDtypesAsBytes",), (_t("UnknownDtypesAsBytes"),)),
+    "R-TEN-1d": P(("QuantizedSentAsIntegers",), (_t("QuantizedSentAsIntegers"),)),
+    "R-TEN-1e": P(("QuantizedDtypesDecoded",), (_t("QuantizedDtypesDecoded"),)),
+    "R-TEN-2a": P(("ZeroDimAsShapeOne", "EmptyShapeFlattened"), (_t("ZeroDimAsShapeOne"), _t("EmptyShapeFlattened"))),
+    "R-TEN-3a": P(("TensorDeviceIgnored",), (_t("TensorDeviceIgnored"), "testee --break device-to-cpu")),
+    "R-TEN-3b": P(("TensorDeviceIgnored",), ("testee --tensors values --break device-to-cpu",)),
+    "R-TEN-4a": P(("ViewBytesNotContiguous", "IgnoresStorageOffset"), no_testee="view"),
+    "R-TEN-4b": P(("KeepsRequiresGradUnderPickle",), no_testee="view"),
+    "R-TEN-5a": P(("UnsafeZeroCopy", "TensorSharesReceiveBuffer"), no_testee="process"),
+    "R-TEN-5b": P(("NdarraysShareReceiveBuffer",), no_testee="process"),
+    "R-PW-1a": P(("WrapperContentsLost",), (_t("WrapperContentsLost"),)),
+    "R-PW-1b": P(("FalsyOpaqueValuesSentAsNone",), ("testee --break falsy-wrap-nil",)),
+    "R-PW-1c": P(("TimeStatsDropsAField",), no_testee="payload"),
+    "R-PW-2a": P(("GuessesWrappersFromValues",), (_t("GuessesWrappersFromValues"),)),
+    "R-PW-3a": P(("ForgetsUnwrap", "UnwrapSkipped"), ("testee --break no-unwrap",)),
+    "R-PW-3b": P(("ControllerSkipsUnwrap", "SchedulerSkipsUnwrap", "DetokenizerSkipsUnwrap"), no_testee="engine"),
+    "R-PW-3c": P(("SchedulerUnwrapsFirstSubRequestOnly",), no_testee="engine"),
+    "R-PW-3d": P(("TopLevelWrapperKeptClosed",), no_testee="process"),
+    "R-PW-5a": P(("UnpicklesWireBytes", "UntrustedReceiveUnpickles", "UntrustedReceiveUnpicklesAllowListed"),
+                 ("testee --break unsafe-receive",)),
+    "R-PW-6a": P(("WrapperContentsLost",), (_t("WrapperContentsLost"),)),
+    "R-HTTP-1a": P(("NoBase64",), (_t("NoBase64"),)),
+    "R-HTTP-2a": P(("NoBase64",), (_t("NoBase64"),)),
+    "R-HTTP-2b": P(("HttpUnknownKeysAccepted",), ("testee --break http-unknown-keys",)),
+    "R-HTTP-2c": P(("HttpFactoryRequired",), ("testee --break http-factory-required",)),
+    "R-NONE-1a": P(("NarrowLogprobs", "DropsNoneInLists", "NoneInListsAsZero"), (_t("DropsNoneInLists"),)),
+    "R-TRACE-1a": P(("DropsTraceUnderMsgpack",), (_t("WrapperContentsLost"),)),
+    "R-TRACE-2a": P(("DropsTraceUnderMsgpack",), (_t("WrapperContentsLost"),)),
+    "R-TRACE-3a": P(("DropsTraceUnderMsgpack",), (_t("WrapperContentsLost"),)),
+    "R-NORM-1a": P(("KeepsRequiresGradUnderPickle",), (_t("PickleNormalizesLikeMsgpack"),)),
+    "R-NORM-2a": P(("PickleNormalizesLikeMsgpack",), (_t("PickleNormalizesLikeMsgpack"),)),
+    "R-TRN-2a": P(("SplitsMessageIntoFrames",), no_testee="process"),
+    "R-TRN-3a": P(("UnsafeZeroCopy",), no_testee="process"),
+    "R-SEC-1a": P(("UnpicklesWireBytes",), ("testee --break unsafe-receive",)),
+    "R-SEC-2a": P(("WrongElementTypeKeptAsIs", "LargeShapesDecodedEmpty"), ("testee --break accept-all",)),
+    "R-DP-1a": P(("ControllerSkipsUnwrap", "SchedulerSkipsUnwrap"), no_testee="engine"),
+    "R-DP-2a": P(("ControllerSkipsUnwrap",), no_testee="engine"),
+    "R-DP-3a": P(("ControllerSkipsUnwrap", "SchedulerSkipsUnwrap"), no_testee="engine"),
+    "R-DP-4a": P(("DropsTraceUnderMsgpack",), no_testee="engine"),
+    "R-DP-5a": P(("ControllerDropsUnroutable",), no_testee="engine"),
+    "R-VEC-1a": P(("ReorderedFields",), ("testee --break drop-field",)),
+    "R-VEC-2a": P(("RequiresCanonicalBytes",), (_t("RequiresCanonicalBytes"),)),
+    "R-VEC-3a": P(("Float32Narrowing", "IntegralFloatsAsInts", "DropsTrailingDefaults"),
+                  ("testee --break float32", "testee --break int-floats", "testee --break drop-defaults")),
+    "R-VER-1a": P(("NarrowRids", "ReorderedFields"), no_testee="catalogue"),
+}
+
+
+def _clauses() -> tuple[Clause, ...]:
+    out = []
+    for c in spec_clauses():
+        proof = PROOFS.get(c.id, Proof(()))
+        out.append(Clause(c.id, c.text, c.checks, proof.in_process, proof.testee, proof.no_testee, proof.pending))
+    return tuple(out)
+
+
+CLAUSES: tuple[Clause, ...] = _clauses()
 
 #: MUSTs that are not a property of one implementation's wire behaviour, so no suite check
 #: can fail them; the table shows the reason instead of a proof.
