@@ -8,7 +8,7 @@ import array
 import threading
 import typing
 from functools import lru_cache
-from typing import Any, List, Optional, Union
+from typing import Any, List, Optional, Union, cast
 
 import msgspec
 import msgspec.inspect as mi
@@ -17,8 +17,8 @@ from . import ext, io_struct
 from .io_struct import PickleWrapper
 
 
-def _subclasses(cls: type) -> list[type]:
-    out = []
+def _subclasses(cls: type[msgspec.Struct]) -> list[type[msgspec.Struct]]:
+    out: list[type[msgspec.Struct]] = []
     for sub in cls.__subclasses__():
         out.append(sub)
         out.extend(_subclasses(sub))
@@ -38,10 +38,10 @@ class Catalogue:
     defined after start-up still decode."""
 
     def __init__(self) -> None:
-        self.custom: list[type] = list(io_struct.CUSTOM_MESSAGE_TYPES)
+        self.custom: list[type[msgspec.Struct]] = list(io_struct.CUSTOM_MESSAGE_TYPES)
         self.refresh()
 
-    def discover(self) -> tuple[type, ...]:
+    def discover(self) -> tuple[type[msgspec.Struct], ...]:
         found = [s for root in io_struct.MESSAGE_ROOTS for s in _subclasses(root)]
         return tuple(dict.fromkeys(found + [PickleWrapper] + self.custom))
 
@@ -52,8 +52,8 @@ class Catalogue:
         # Two classes with one tag (a redefined class): the one already known keeps the tag,
         # the newcomer is refused at encode; nothing can decode as the wrong class.
         known = getattr(self, "types", ())
-        by_tag: dict[str, type] = {}
-        ambiguous: dict[type, type] = {}
+        by_tag: dict[Union[str, int, None], type[msgspec.Struct]] = {}  # keyed by StructConfig.tag
+        ambiguous: dict[type[msgspec.Struct], type[msgspec.Struct]] = {}
         for t in sorted(found, key=lambda c: c not in known):
             other = by_tag.setdefault(t.__struct_config__.tag, t)
             if other is not t:
@@ -67,13 +67,14 @@ class Catalogue:
         # Fast decoders for the message types with List[array] fields: a twin struct whose
         # such fields decode as plain Ext values (no Python call per element), chosen by the
         # message's first bytes (array header + tag); see _fast_decode.
-        fast = []
+        fast: list[tuple[bytes, msgspec.msgpack.Decoder[Any], type[msgspec.Struct], tuple[str, ...]]] = []
         for t in types:
             shadow, names = shadow_of(t)
             if shadow is not None:
                 tag = msgspec.msgpack.encode(t.__struct_config__.tag)
                 prefix = ext.array_header(len(t.__struct_fields__) + 1) + tag
-                twin = msgspec.msgpack.Decoder(shadow, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())
+                twin: msgspec.msgpack.Decoder[Any] = msgspec.msgpack.Decoder(
+                    shadow, dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())
                 fast.append((prefix, twin, t, names))
         # Swap everything at once: a failed refresh leaves the previous catalogue intact.
         self.found, self.ambiguous = found, ambiguous
@@ -100,12 +101,13 @@ def _is_array_list(t: mi.Type) -> bool:
 def array_list_fields(cls: type) -> tuple[str, ...]:
     """Top-level fields of a message type typed List[array] (token ids of a batch)."""
     try:
-        return tuple(f.name for f in mi.type_info(cls).fields if _is_array_list(f.type))
+        info = cast(mi.StructType, mi.type_info(cls))  # a message type: a struct
+        return tuple(f.name for f in info.fields if _is_array_list(f.type))
     except Exception:  # noqa: BLE001 - a type msgspec.inspect cannot describe: no fast path
         return ()
 
 
-def shadow_of(cls: type) -> tuple[Optional[type], tuple[str, ...]]:
+def shadow_of(cls: type[msgspec.Struct]) -> tuple[Optional[type[msgspec.Struct]], tuple[str, ...]]:
     """A decode-only twin of cls (same tag, fields, order, defaults and options) whose
     List[array] fields are List[Ext]; (None, ()) when cls has none or cannot be twinned."""
     names = array_list_fields(cls)
@@ -113,7 +115,7 @@ def shadow_of(cls: type) -> tuple[Optional[type], tuple[str, ...]]:
         return None, ()
     try:
         hints = typing.get_type_hints(cls, include_extras=True)
-        fields = []
+        fields: list[Union[tuple[str, Any], tuple[str, Any, Any]]] = []
         for f in msgspec.structs.fields(cls):
             tp = hints[f.name]
             if f.name in names:

@@ -80,7 +80,7 @@ _str_decoder = msgspec.msgpack.Decoder(str)
 _INVALID_UTF8 = "Invalid UTF-8 encoded string"
 
 
-def decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder) -> Any:
+def decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder[Any]) -> Any:
     if len(data) and data[0] in STR_MARKERS:
         try:
             return _str_decoder.decode(data)
@@ -109,7 +109,7 @@ def decode_msgpack(data: Any, decoder: msgspec.msgpack.Decoder) -> Any:
         raise _located(data, f"{type(exc).__name__}: {exc}", hook_error=exc) from None
 
 
-def place(tag: Optional[str], raw: Optional[list]) -> tuple[Optional[str], str]:
+def place(tag: Optional[str], raw: Optional[list[wire_scan.Step]]) -> tuple[Optional[str], str]:
     """(struct, field path) for a positional path inside a message whose tag is `tag`."""
     if raw is None:
         return tag, ""
@@ -142,7 +142,8 @@ def _located(data: Any, reason: str, *, hook_error: Optional[BaseException] = No
     return WireError("msgpack", reason, struct=struct, path=path)
 
 
-def _failing_ext(exts: list, error: BaseException) -> Optional[list]:
+def _failing_ext(exts: list[tuple[list[wire_scan.Step], int, memoryview]],
+                 error: BaseException) -> Optional[list[wire_scan.Step]]:
     """The path of the extension value whose hook raises `error` (re-run one by one)."""
     hook = ext.make_ext_hook(current_frames)
     first = None
@@ -186,6 +187,7 @@ def _decode_error(data: Any, exc: msgspec.ValidationError) -> WireError:
 def _field_path(cls: type, raw_path: str) -> str:
     """Translate msgspec's positional path (`$[3][0]`) into field names (`.decode_ids[0]`)."""
     steps = [m.group(1) or m.group(2) or m.group(3) for m in _STEP.finditer(raw_path)]
+    t: Optional[mi.Type]
     out, t = "", mi.type_info(cls)
     for step in steps:
         t = _strip_optional(t)

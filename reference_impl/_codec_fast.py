@@ -139,7 +139,7 @@ def encode_spliced(message: Any) -> bytes:
 MISS = object()
 
 
-def fast_decode(data: Any, twin: msgspec.msgpack.Decoder, real: type, names: tuple[str, ...]) -> Any:
+def fast_decode(data: Any, twin: msgspec.msgpack.Decoder[Any], real: type, names: tuple[str, ...]) -> Any:
     """Decode a message of type `real` through its twin decoder: the List[array] fields arrive
     as List[Ext] and become arrays in one batched pass. MISS when anything is unusual (a
     decode error, an ext that is not a plain array): the caller then takes the plain path,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from itertools import chain
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import msgspec
 import msgspec.inspect as mi
@@ -24,7 +24,7 @@ _encode = msgspec.msgpack.Encoder(enc_hook=ext.enc_hook).encode
 _decode = msgspec.msgpack.decode
 
 
-def _holds_maps(t: mi.Type, seen: frozenset) -> bool:
+def _holds_maps(t: mi.Type, seen: frozenset[type]) -> bool:
     if isinstance(t, (mi.AnyType, mi.DictType)):
         return True
     if isinstance(t, mi.StructType):
@@ -38,9 +38,9 @@ def _holds_maps(t: mi.Type, seen: frozenset) -> bool:
     return False
 
 
-def _map_fields(cls: type, seen: frozenset) -> tuple[str, ...]:
+def _map_fields(cls: type, seen: frozenset[type]) -> tuple[str, ...]:
     try:
-        fields = mi.type_info(cls).fields
+        fields = cast(mi.StructType, mi.type_info(cls)).fields  # a struct (a StructType's cls)
     except Exception:  # noqa: BLE001 - a type msgspec cannot describe holds no map we could check
         return ()
     return tuple(f.name for f in fields if _holds_maps(f.type, seen))
@@ -88,7 +88,7 @@ def _odd_keys(value: Any) -> bool:
 
 
 def _locate(value: Any, path: str) -> Optional[tuple[str, Any, Any]]:
-    t = type(value)
+    t: type = type(value)
     if t is dict:
         if not _PLAIN_KEYS.issuperset(map(type, value)):
             seen: dict[Any, Any] = {}

@@ -119,7 +119,7 @@ def _has_opaque_values(obj: Any) -> bool:
     getter = _opaque_getter(type(obj))
     if getter is _NO_OPAQUE:
         return False
-    values = getter(obj)
+    values: tuple[Any, ...] = getter(obj)
     return values.count(None) != len(values)
 
 

@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 
@@ -134,7 +134,7 @@ def ensure_default_checkpoint(root: Optional[Path] = None) -> Path:
     return target
 
 
-def load_state_dict(directory: Path, device: str = "cpu") -> dict[str, torch.Tensor]:
+def load_state_dict(directory: Union[str, Path], device: str = "cpu") -> dict[str, torch.Tensor]:
     from safetensors.torch import load_file
 
     directory = Path(directory)
@@ -147,7 +147,7 @@ def load_state_dict(directory: Path, device: str = "cpu") -> dict[str, torch.Ten
     return state
 
 
-def load_model(directory: Path, device: str = "cpu") -> LlamaForCausalLM:
+def load_model(directory: Union[str, Path], device: str = "cpu") -> LlamaForCausalLM:
     config = ModelConfig.load(directory)
     with torch.device("meta"):
         model = LlamaForCausalLM(config)

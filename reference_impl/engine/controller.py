@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, Optional, Union
 
 import zmq
 
@@ -60,6 +60,7 @@ def unwrap_on_receive(obj: Any, transport: str) -> Any:
 class DataParallelController:
     def __init__(self, config: EngineConfig, ipc: IpcNames) -> None:
         self.config = config
+        assert config.transport is not None, "EngineConfig.resolved() sets the transport"
         self.transport = config.transport
         self.ctx = zmq.Context()
         self.tap = Tap(config.tap_dir, CONTROLLER)
@@ -111,7 +112,7 @@ class DataParallelController:
             raise ValueError(f"the requests of one batch name different routed_dp_ranks {sorted(named)}")
         return self._rank(named.pop() if named else None)
 
-    def _rank(self, routed: Any) -> int:
+    def _rank(self, routed: Optional[int]) -> int:
         if routed is not None:
             if not 0 <= routed < len(self.workers):
                 raise ValueError(f"routed_dp_rank {routed} is not in [0, {len(self.workers)})")
@@ -148,7 +149,8 @@ class DataParallelController:
             worker.send(obj)
 
     def close(self) -> None:
-        for sock in (self.receiver, self.to_tokenizer, *self.workers):
+        socks: list[Union[Receiver, Sender]] = [self.receiver, self.to_tokenizer, *self.workers]
+        for sock in socks:
             sock.close()
         self.ctx.term()
         self.tap.close()

@@ -27,7 +27,7 @@ from .ipc import Receiver, Sender, choose_unwrap
 from .runtime import run_child
 from .tap import Tap
 from .tokenizer import ByteTokenizer
-from .tracing import Tracing
+from .tracing import ReqTimeStats, Tracing
 
 logger = logging.getLogger(__name__)
 
@@ -41,11 +41,11 @@ class DecodeState:
     ids: list[int] = field(default_factory=list)
 
 
-def text_delta(state: DecodeState, tokenizer: ByteTokenizer, ids: list[int], finished_reason: Optional[dict],
+def text_delta(state: DecodeState, tokenizer: ByteTokenizer, ids: list[int], finished_reason: Optional[dict[str, Any]],
                skip_special_tokens: bool, no_stop_trim: bool) -> str:
     """The new text for this chunk of ids; on the last chunk, flush and trim the matched stop."""
     finished = finished_reason is not None
-    matched = finished_reason.get("matched") if finished else None
+    matched = finished_reason.get("matched") if finished_reason is not None else None
     if finished and isinstance(matched, int) and not no_stop_trim and ids and ids[-1] == matched:
         ids = ids[:-1]  # the stop token itself is not text
     state.ids.extend(ids)
@@ -59,15 +59,17 @@ def text_delta(state: DecodeState, tokenizer: ByteTokenizer, ids: list[int], fin
     return new
 
 
-def detokenizer_receiver(ctx: zmq.Context, config: EngineConfig, ipc: IpcNames, tap: Tap) -> Receiver:
+def detokenizer_receiver(ctx: zmq.Context[Any], config: EngineConfig, ipc: IpcNames, tap: Tap) -> Receiver:
     """The detokenizer's receive path (what every scheduler rank's outputs arrive on): decode,
     then this process's unwrap (EngineConfig.debug_skip_unwrap can name the detokenizer)."""
+    assert config.transport is not None, "EngineConfig.resolved() sets the transport"
     return Receiver(ctx, ipc.detokenizer, link="detokenizer<-schedulers", transport=config.transport, tap=tap,
                     unwrap=choose_unwrap(DETOKENIZER, config.debug_skip_unwrap))
 
 
 class Detokenizer:
     def __init__(self, config: EngineConfig, ipc: IpcNames) -> None:
+        assert config.transport is not None, "EngineConfig.resolved() sets the transport"
         self.transport = config.transport
         self.tokenizer = ByteTokenizer.from_pretrained(config.model_path)
         self.ctx = zmq.Context()
@@ -100,13 +102,16 @@ class Detokenizer:
         if isinstance(obj, BatchTokenIDOutput):
             return self.detokenize(obj)
         if isinstance(obj, BatchEmbeddingOutput):
-            for stats in obj.time_stats or []:
+            # time_stats is typed PickleWrapper; the receive path unwrapped it into a list of ReqTimeStats.
+            stats_list: list[ReqTimeStats] = obj.time_stats or []  # type: ignore[assignment]
+            for stats in stats_list:
                 with self.tracing.step("detokenizer.pass_embedding", stats, rid=stats.rid):
                     pass
             return obj
         raise TypeError(f"the detokenizer does not handle {type(obj).__name__}")
 
     def _text_delta(self, i: int, obj: BatchTokenIDOutput) -> str:
+        assert obj.rids is not None
         rid = obj.rids[i]
         state = self.states.get(rid)
         if state is None:
@@ -120,8 +125,11 @@ class Detokenizer:
                           obj.no_stop_trim[i])
 
     def detokenize(self, obj: BatchTokenIDOutput) -> BatchStrOutput:
+        assert obj.rids is not None
         output_strs = [self._text_delta(i, obj) for i in range(len(obj.rids))]
-        for i, stats in enumerate(obj.time_stats or []):
+        # time_stats is typed PickleWrapper; the receive path unwrapped it into a TimeStatsBatch.
+        stats_list: list[Optional[ReqTimeStats]] = obj.time_stats or []  # type: ignore[assignment]
+        for i, stats in enumerate(stats_list):
             if stats is not None:
                 with self.tracing.step("detokenizer.decode", stats, rid=obj.rids[i],
                                        finished=obj.finished_reasons[i] is not None):

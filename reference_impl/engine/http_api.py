@@ -18,10 +18,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from contextlib import asynccontextmanager
-from typing import Any, AsyncIterator, Callable, Optional
+from typing import AsyncIterator, Callable, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from . import protocol
 from .http_stream import (
@@ -45,14 +46,14 @@ class BodyLimit:
     """ASGI middleware: request bodies over max_bytes are refused with 413 before they are read
     whole (by Content-Length when declared, else while streaming in)."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
         self.app, self.max_bytes = app, max_bytes
 
     def error(self) -> RequestError:
         return RequestError(f"body: request body larger than the server's limit of {self.max_bytes} bytes "
                             "(--max-request-bytes)", param="body", status_code=413, err_type="RequestTooLargeError")
 
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         declared = dict(scope.get("headers") or []).get(b"content-length", b"")
@@ -62,7 +63,7 @@ class BodyLimit:
             return await response(scope, receive, send)
         seen = 0
 
-        async def limited() -> dict:
+        async def limited() -> Message:
             nonlocal seen
             message = await receive()
             if message["type"] == "http.request":

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -31,7 +31,7 @@ def error_response(exc: Exception) -> JSONResponse:
     return JSONResponse(EngineError(f"{type(exc).__name__}: {exc}").to_json(), status_code=500)
 
 
-async def stream_response(first: Any, rest: AsyncIterator[Any], render: Callable[[Any], list[bytes]],
+async def stream_response(first: Any, rest: AsyncGenerator[Any, None], render: Callable[[Any], list[bytes]],
                           tail: Callable[[], list[bytes]] = lambda: []) -> StreamingResponse:
     """SSE: the already-received first item, the rest, [DONE]; an engine error mid-stream becomes an error event."""
 
@@ -53,7 +53,7 @@ async def stream_response(first: Any, rest: AsyncIterator[Any], render: Callable
     return StreamingResponse(body(), media_type="text/event-stream")
 
 
-async def first_item(agen: AsyncIterator[Any]) -> Any:
+async def first_item(agen: AsyncGenerator[Any, None]) -> Any:
     """Start a stream: errors before the first item are plain HTTP errors, not a 200 stream."""
     try:
         return await agen.__anext__()

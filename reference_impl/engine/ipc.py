@@ -51,7 +51,7 @@ def choose_unwrap(process: str, debug_skip: tuple[str, ...], default: Unwrap = u
     return default
 
 
-def _decode(frames: list, link: str, transport: str, unwrap: Unwrap, tap: Tap) -> Any:
+def _decode(frames: list[zmq.Frame], link: str, transport: str, unwrap: Unwrap, tap: Tap) -> Any:
     buffers = [f.buffer for f in frames]
     obj = codec.decode_frames(buffers, transport, allow_pickle=True, unwrap_wrappers=False)
     delivered = unwrap(obj, transport)
@@ -62,7 +62,7 @@ def _decode(frames: list, link: str, transport: str, unwrap: Unwrap, tap: Tap) -
 class Receiver:
     """A bound PULL socket and this process's receive path."""
 
-    def __init__(self, ctx: zmq.Context, endpoint: str, *, link: str, transport: str, tap: Tap,
+    def __init__(self, ctx: zmq.Context[Any], endpoint: str, *, link: str, transport: str, tap: Tap,
                  unwrap: Unwrap = unwrap_received) -> None:
         self.sock = ctx.socket(zmq.PULL)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -101,7 +101,7 @@ class AsyncReceiver:
 class Sender:
     """A connected PUSH socket."""
 
-    def __init__(self, ctx: zmq.Context, endpoint: str, transport: str) -> None:
+    def __init__(self, ctx: zmq.Context[Any], endpoint: str, transport: str) -> None:
         self.sock = ctx.socket(zmq.PUSH)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)

@@ -18,8 +18,8 @@ import os
 import shutil
 import signal
 import time
-from multiprocessing.connection import wait
-from typing import Any, Optional
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable, Optional, cast
 
 from .config import CONTROLLER, DETOKENIZER, TOKENIZER_MANAGER, EngineConfig, IpcNames, scheduler_name
 from .profiling import profiled
@@ -61,10 +61,10 @@ class EngineProcesses:
         cfg = self.config
         self.ipc = IpcNames.create(cfg.dp_size)
         ctx = multiprocessing.get_context("spawn")
-        plan = [(CONTROLLER, run_controller_process, ())]
+        plan: list[tuple[str, Callable[..., None], tuple[int, ...]]] = [(CONTROLLER, run_controller_process, ())]
         plan += [(scheduler_name(r), run_scheduler_process, (r,)) for r in range(cfg.dp_size)]
         plan += [(DETOKENIZER, run_detokenizer_process, ())]
-        readers = {}
+        readers: dict[Connection, tuple[str, Any]] = {}
         for name, target, extra in plan:
             reader, writer = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=target, args=(cfg, self.ipc, *extra, writer), name=name, daemon=True)
@@ -81,7 +81,7 @@ class EngineProcesses:
         logger.info("engine processes ready: %s", ", ".join(f"{n} (pid {p.pid})" for n, p in self.children))
         return self
 
-    def _wait_ready(self, readers: dict) -> None:
+    def _wait_ready(self, readers: dict[Connection, tuple[str, Any]]) -> None:
         deadline = time.monotonic() + self.config.startup_timeout_s
         pending = dict(readers)
         while pending:
@@ -89,7 +89,8 @@ class EngineProcesses:
             if left <= 0:
                 raise EngineStartupError(f"not ready within {self.config.startup_timeout_s:.0f} s: "
                                          f"{', '.join(n for n, _ in pending.values())}")
-            for reader in wait(list(pending), timeout=min(left, 1.0)):
+            # wait() hands back the very Connections it was given (typed as any waitable).
+            for reader in cast("list[Connection]", wait(list(pending), timeout=min(left, 1.0))):
                 name, proc = pending.pop(reader)
                 try:
                     msg = reader.recv()
@@ -155,6 +156,7 @@ def launch_server(config: EngineConfig) -> None:
                 logger.error("exit_on_child_death: shutting down in %.1f s", EXIT_LINGER_S)
                 asyncio.get_running_loop().call_later(EXIT_LINGER_S, setattr, server, "should_exit", True)
 
+        assert engine.ipc is not None  # start() made it
         tm = TokenizerManager(config, engine.ipc, engine.children, on_child_death=on_child_death)
         app = build_app(tm, on_shutdown=engine.shutdown, max_body_bytes=config.max_request_bytes)
         server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_config=None,

@@ -18,7 +18,7 @@ import json
 import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, Union, cast
 
 import torch
 from torch import nn
@@ -48,7 +48,7 @@ class ModelConfig:
         return self.hidden_size // self.num_attention_heads
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ModelConfig":
+    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
         known = {f.name for f in fields(cls)}
         arch = data.get("architectures") or ["LlamaForCausalLM"]
         if data.get("model_type", "llama") != "llama" or "LlamaForCausalLM" not in arch:
@@ -61,15 +61,16 @@ class ModelConfig:
         return cls(**values)
 
     @classmethod
-    def load(cls, directory: Path) -> "ModelConfig":
+    def load(cls, directory: Union[str, Path]) -> "ModelConfig":
         return cls.from_dict(json.loads((Path(directory) / "config.json").read_text()))
 
-    def to_hf_dict(self) -> dict:
+    def to_hf_dict(self) -> dict[str, Any]:
         return {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **asdict(self)}
 
     @property
     def dtype(self) -> torch.dtype:
-        return getattr(torch, self.torch_dtype)
+        dtype: torch.dtype = getattr(torch, self.torch_dtype)
+        return dtype
 
 
 class RMSNorm(nn.Module):
@@ -137,7 +138,8 @@ class Attention(nn.Module):
         visible = key_pos[None, None, :] <= positions[:, :, None]  # [b, t, max_len]
         scores = scores.masked_fill(~visible[:, None], float("-inf"))
         out = torch.softmax(scores.float(), dim=-1).to(q.dtype) @ values  # [b, h, t, d]
-        return self.o_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
+        projected: torch.Tensor = self.o_proj(out.transpose(1, 2).reshape(b, t, self.n_heads * self.head_dim))
+        return projected
 
 
 class MLP(nn.Module):
@@ -148,7 +150,8 @@ class MLP(nn.Module):
         self.down_proj = nn.Linear(config.intermediate_size, config.hidden_size, bias=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(functional.silu(self.gate_proj(x)) * self.up_proj(x))
+        out: torch.Tensor = self.down_proj(functional.silu(self.gate_proj(x)) * self.up_proj(x))
+        return out
 
 
 class DecoderLayer(nn.Module):
@@ -169,6 +172,8 @@ class LlamaBody(nn.Module):
 
 
 class LlamaForCausalLM(nn.Module):
+    inv_freq: torch.Tensor  # a buffer (register_buffer below)
+
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
@@ -191,14 +196,16 @@ class LlamaForCausalLM(nn.Module):
         """input_ids, positions: [b, t]; slots: [b]. Returns the final-norm hidden states [b, t, hidden]."""
         x = self.model.embed_tokens(input_ids)
         cos, sin = self._rope(positions, x.dtype)
-        for i, layer in enumerate(self.model.layers):
+        for i, layer in enumerate(cast("list[DecoderLayer]", self.model.layers)):  # ModuleList yields Module
             x = x + layer.self_attn(layer.input_layernorm(x), cos, sin, positions, slots, cache.k[i], cache.v[i])
             x = x + layer.mlp(layer.post_attention_layernorm(x))
-        return self.model.norm(x)
+        out: torch.Tensor = self.model.norm(x)
+        return out
 
     @torch.no_grad()
     def logits(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.lm_head(hidden).float()
+        logits: torch.Tensor = self.lm_head(hidden).float()
+        return logits
 
     def parameter_shapes(self) -> dict[str, tuple[int, ...]]:
         return {name: tuple(p.shape) for name, p in self.named_parameters()}

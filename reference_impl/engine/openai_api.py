@@ -35,12 +35,13 @@ from .tokenizer_manager import TokenizerManager
 from .tracing import trace_headers
 
 
-def finish_reason(meta: dict) -> Optional[str]:
+def finish_reason(meta: dict[str, Any]) -> Optional[str]:
     reason = meta.get("finish_reason")
-    return None if reason is None else reason.get("type")
+    kind: Optional[str] = None if reason is None else reason.get("type")
+    return kind
 
 
-def usage(prompt: int, completion: int) -> dict:
+def usage(prompt: int, completion: int) -> dict[str, int]:
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
@@ -82,10 +83,13 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
              "max_model_len": tm.context_length}]})
 
     # -- completions ---------------------------------------------------------------
-    def completion_logprobs(meta: dict, start: int, text_offset: int) -> Optional[dict]:
+    def completion_logprobs(meta: dict[str, Any], start: int, text_offset: int) -> Optional[dict[str, Any]]:
         if "output_token_logprobs" not in meta:
             return None
-        tokens, lps, tops, offsets = [], [], [], []
+        tokens: list[str] = []
+        lps: list[Optional[float]] = []
+        tops: list[dict[str, float]] = []
+        offsets: list[int] = []
         top_rows = meta.get("output_top_logprobs")
         for i, (lp, _tid, text) in enumerate(meta["output_token_logprobs"][start:], start):
             tokens.append(text)
@@ -106,14 +110,15 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
         items = prompt_ids(req.prompt)
         if req.stream and len(items) > 1:
             raise RequestError("prompt: streaming takes one prompt", param="prompt")
-        specs = []
+        specs: list[GenerateSpec] = []
         for ids, text in items:
             params = openai_sampling(req, fit(ids, req.max_tokens, "prompt"), tm.vocab_size)
             specs.append(spec(ids, text, params, stream=req.stream, logprobs=req.logprobs))
         cid, created, headers = f"cmpl-{uuid.uuid4().hex}", int(time.time()), trace_headers(request.headers)
 
-        def envelope(choices: list, use: Optional[dict] = None) -> dict:
-            body = {"id": cid, "object": "text_completion", "created": created, "model": served, "choices": choices}
+        def envelope(choices: list[dict[str, Any]], use: Optional[dict[str, int]] = None) -> dict[str, Any]:
+            body: dict[str, Any] = {"id": cid, "object": "text_completion", "created": created, "model": served,
+                                    "choices": choices}
             if use is not None:
                 body["usage"] = use
             return body
@@ -121,9 +126,9 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
         if req.stream:
             agen = tm.generate(specs[0], headers)
             first = await first_item(agen)
-            sent = {"text": 0, "tokens": 0, "usage": None}
+            sent: dict[str, Any] = {"text": 0, "tokens": 0, "usage": None}
 
-            def render(out: dict) -> list[bytes]:
+            def render(out: dict[str, Any]) -> list[bytes]:
                 meta = out["meta_info"]
                 delta = out["text"][sent["text"]:]
                 lp = completion_logprobs(meta, sent["tokens"], sent["text"])
@@ -148,11 +153,11 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
 
     # -- chat ----------------------------------------------------------------------
     def chat_prompt(req: ChatCompletionRequest) -> list[int]:
-        messages = []
+        messages: list[dict[str, Any]] = []
         for i, m in enumerate(req.messages):
             content = m.content
             if isinstance(content, list):
-                parts = []
+                parts: list[str] = []
                 for j, part in enumerate(content):
                     if part.get("type") != "text" or not isinstance(part.get("text"), str):
                         raise RequestError(f"messages[{i}].content[{j}]: only text parts are supported",
@@ -162,13 +167,13 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
             messages.append({"role": m.role, "content": content})
         return tok.apply_chat_template(messages)
 
-    def chat_logprobs(meta: dict, start: int) -> Optional[dict]:
+    def chat_logprobs(meta: dict[str, Any], start: int) -> Optional[dict[str, Any]]:
         if "output_token_logprobs" not in meta:
             return None
         top_rows = meta.get("output_top_logprobs")
-        content = []
+        content: list[dict[str, Any]] = []
         for i, (lp, tid, text) in enumerate(meta["output_token_logprobs"][start:], start):
-            entry = {"token": text, "logprob": lp, "bytes": tok.token_bytes(tid), "top_logprobs": []}
+            entry: dict[str, Any] = {"token": text, "logprob": lp, "bytes": tok.token_bytes(tid), "top_logprobs": []}
             if top_rows is not None and top_rows[i]:
                 entry["top_logprobs"] = [{"token": t, "logprob": v, "bytes": tok.token_bytes(t_id)}
                                          for v, t_id, t in top_rows[i]]
@@ -187,8 +192,8 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
         gen = spec(ids, None, params, stream=req.stream, logprobs=top)
         cid, created, headers = f"chatcmpl-{uuid.uuid4().hex}", int(time.time()), trace_headers(request.headers)
 
-        def envelope(obj: str, choices: list, use: Optional[dict] = None) -> dict:
-            body = {"id": cid, "object": obj, "created": created, "model": served, "choices": choices}
+        def envelope(obj: str, choices: list[dict[str, Any]], use: Optional[dict[str, int]] = None) -> dict[str, Any]:
+            body: dict[str, Any] = {"id": cid, "object": obj, "created": created, "model": served, "choices": choices}
             if use is not None:
                 body["usage"] = use
             return body
@@ -196,11 +201,11 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
         if req.stream:
             agen = tm.generate(gen, headers)
             first = await first_item(agen)
-            sent = {"text": 0, "tokens": 0, "usage": None, "role": False}
+            sent: dict[str, Any] = {"text": 0, "tokens": 0, "usage": None, "role": False}
 
-            def render(out: dict) -> list[bytes]:
+            def render(out: dict[str, Any]) -> list[bytes]:
                 meta = out["meta_info"]
-                chunks = []
+                chunks: list[bytes] = []
                 if not sent["role"]:
                     sent["role"] = True
                     chunks.append(sse(envelope("chat.completion.chunk", [

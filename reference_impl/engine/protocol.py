@@ -31,7 +31,7 @@ class RequestError(Exception):
         self.message, self.param, self.status_code, self.err_type = message, param, status_code, err_type
         self.code = code
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"object": "error", "message": self.message, "type": self.err_type, "param": self.param,
                 "code": self.code or self.status_code}
 
@@ -40,7 +40,7 @@ _TYPE_NAMES = {"str", "int", "float", "bool", "list", "dict", "none", "function-
                "json-or-python", "tagged-union", "union", "nullable"}
 
 
-def field_path(loc: tuple) -> str:
+def field_path(loc: tuple[Any, ...]) -> str:
     """('sampling_params', 'temperature') -> 'sampling_params.temperature'; ('input_ids', 2) -> 'input_ids[2]'.
     Union-member labels pydantic inserts (e.g. 'list[int]') are dropped."""
     out = ""
@@ -79,7 +79,8 @@ UNSUPPORTED = ("json_schema", "regex", "ebnf", "structural_tag", "beam_width", "
                "watermark")
 
 
-def sampling_params_from(raw: Optional[dict], vocab_size: int, param: str = "sampling_params") -> SamplingParams:
+def sampling_params_from(raw: Optional[dict[str, Any]], vocab_size: int,
+                         param: str = "sampling_params") -> SamplingParams:
     """Strict validation through the io_struct pydantic bridge, then engine limits; normalized like upstream."""
     try:
         params = _sampling_adapter.validate_json(json.dumps(raw or {}), strict=True)
@@ -212,7 +213,7 @@ def check_input_ids(ids: list[int], vocab_size: int, param: str) -> list[int]:
     return ids
 
 
-def _batch(value: Any, n: int, name: str) -> list:
+def _batch(value: Any, n: int, name: str) -> list[Any]:
     """A per-item list for a batch request (a scalar is shared by every item)."""
     if isinstance(value, list):
         if len(value) != n:
@@ -224,7 +225,8 @@ def _batch(value: Any, n: int, name: str) -> list:
 def _single_rid(rid: Any) -> Optional[str]:
     if isinstance(rid, list):
         raise RequestError("rid: a single request takes one rid (a string), not a list", param="rid")
-    return rid
+    single: Optional[str] = rid
+    return single
 
 
 def inputs_of(text: Any, input_ids: Any, tokenizer: Any) -> tuple[list[tuple[list[int], Optional[str]]], bool, str]:
@@ -384,7 +386,7 @@ class EmbeddingRequest(_OpenAI):
     dimensions: Optional[int] = None
 
 
-def check_model(name: str, served: str) -> None:
+def check_model(name: str, served: Optional[str]) -> None:
     if name != served:
         raise RequestError(f"model: the model `{name}` does not exist; this server serves `{served}`",
                            param="model", status_code=404, err_type="NotFoundError", code="model_not_found")

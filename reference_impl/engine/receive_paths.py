@@ -25,7 +25,7 @@ import asyncio
 import copy
 import shutil
 import time
-from typing import Any, Sequence, TypeVar
+from typing import Any, Optional, Sequence, TypeVar
 
 import zmq
 import zmq.asyncio
@@ -69,7 +69,7 @@ class ReceivePathRig(_Rig):
         self.config = EngineConfig(transport=transport, dp_size=dp_size, debug_skip_unwrap=tuple(debug_skip_unwrap))
         self.timeout_ms = int(timeout_s * 1000)
         self.ipc = IpcNames.create(dp_size)
-        self.ctx = zmq.Context()
+        self.ctx: Optional[zmq.Context[Any]] = zmq.Context()
         self.controller: Any = None
         self.schedulers: list[Receiver] = []
         self.errors: Any = None

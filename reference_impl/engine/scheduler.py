@@ -45,7 +45,7 @@ from . import weights
 from .checkpoint import load_model
 from .config import EngineConfig, IpcNames, scheduler_name
 from .ipc import Receiver, Sender, choose_unwrap
-from .model import KVCache, ModelConfig
+from .model import KVCache, LlamaForCausalLM, ModelConfig
 from .runtime import run_child
 from .sampling import Logprobs, make_generator, sample
 from .tap import Tap
@@ -74,20 +74,20 @@ class Req:
     span: Any = None
     slot: Optional[int] = None
     output_ids: list[int] = field(default_factory=list)
-    finished_reason: Optional[dict] = None
+    finished_reason: Optional[dict[str, Any]] = None
     generator: Optional[torch.Generator] = None
     counts: Optional[torch.Tensor] = None
     # What the next output message carries (cleared when sent).
     sent_len: int = 0
     steps_since_sent: int = 0
     input_logprobs_sent: bool = False
-    input_token_logprobs: tuple[list, list] = field(default_factory=lambda: ([], []))
-    input_top_logprobs: tuple[list, list] = field(default_factory=lambda: ([], []))
-    input_ids_logprobs: tuple[list, list] = field(default_factory=lambda: ([], []))
-    output_token_logprobs: tuple[list, list] = field(default_factory=lambda: ([], []))
-    output_top_logprobs: tuple[list, list] = field(default_factory=lambda: ([], []))
-    output_ids_logprobs: tuple[list, list] = field(default_factory=lambda: ([], []))
-    hidden_states: list = field(default_factory=list)
+    input_token_logprobs: tuple[list[Any], list[Any]] = field(default_factory=lambda: ([], []))
+    input_top_logprobs: tuple[list[Any], list[Any]] = field(default_factory=lambda: ([], []))
+    input_ids_logprobs: tuple[list[Any], list[Any]] = field(default_factory=lambda: ([], []))
+    output_token_logprobs: tuple[list[Any], list[Any]] = field(default_factory=lambda: ([], []))
+    output_top_logprobs: tuple[list[Any], list[Any]] = field(default_factory=lambda: ([], []))
+    output_ids_logprobs: tuple[list[Any], list[Any]] = field(default_factory=lambda: ([], []))
+    hidden_states: list[Any] = field(default_factory=list)
 
     @property
     def seq_len(self) -> int:
@@ -102,9 +102,11 @@ class Scheduler:
     def __init__(self, config: EngineConfig, ipc: IpcNames, dp_rank: int) -> None:
         self.config, self.dp_rank = config, dp_rank
         self.name = scheduler_name(dp_rank)
+        assert config.model_path is not None and config.transport is not None, "EngineConfig.resolved() sets them"
         self.transport = config.transport
         self.device = torch.device(config.scheduler_device(dp_rank))
         self.skip_forward = config.skip_forward
+        self.model: Optional[LlamaForCausalLM]
         if self.skip_forward:  # IPC-bound mode: no weights, no KV cache
             self.model, self.model_config = None, ModelConfig.load(config.model_path)
         else:
@@ -180,7 +182,7 @@ class Scheduler:
         else:
             raise TypeError(f"{self.name} does not handle {type(obj).__name__}")
 
-    def _each(self, batch: list, run: Any) -> None:
+    def _each(self, batch: list[Any], run: Any) -> None:
         """A batch form: each request on its own, so one bad request fails only itself."""
         for req in batch:
             try:
@@ -209,10 +211,12 @@ class Scheduler:
             raise ValueError(f"prompt of {len(ids)} tokens does not fit the context of {self.context_length}")
         if self.skip_forward and (obj.return_logprob or obj.return_hidden_states):
             raise ValueError("--skip-forward computes no logits: logprobs and hidden states are not available")
-        stats = obj.time_stats
+        # time_stats is typed PickleWrapper; the receive path unwrapped it into our ReqTimeStats.
+        stats: Optional[ReqTimeStats] = obj.time_stats  # type: ignore[assignment]
         if stats is not None:
             stats.mark("scheduler_recv")
-        req = Req(rid=obj.rid, input_ids=ids, params=obj.sampling_params, stream=obj.stream,
+        # rid: None only when a peer left it unset; it then travels on as None, as it always did.
+        req = Req(rid=obj.rid, input_ids=ids, params=obj.sampling_params, stream=obj.stream,  # type: ignore[arg-type]
                   return_logprob=obj.return_logprob, logprob_start_len=obj.logprob_start_len,
                   top_logprobs_num=obj.top_logprobs_num, token_ids_logprob=obj.token_ids_logprob,
                   return_hidden_states=obj.return_hidden_states, time_stats=stats)
@@ -264,6 +268,7 @@ class Scheduler:
                 req.time_stats.mark("prefill_done")
             self._take_token(req, skipped_forward_token(req))
             return
+        assert self.model is not None and self.cache is not None  # set unless skip_forward
         ids = torch.tensor([req.input_ids], device=self.device)
         positions = torch.arange(len(req.input_ids), device=self.device)[None]
         hidden = self.model(ids, positions, torch.tensor([req.slot], device=self.device), self.cache)[0]
@@ -287,6 +292,7 @@ class Scheduler:
             for req in active:
                 self._take_token(req, skipped_forward_token(req))
             return
+        assert self.model is not None and self.cache is not None  # set unless skip_forward
         b = self.max_running
         ids = torch.full((b, 1), self.tokenizer.pad_token_id, dtype=torch.long)
         positions = torch.zeros((b, 1), dtype=torch.long)
@@ -294,6 +300,7 @@ class Scheduler:
         for row, req in enumerate(active):
             ids[row, 0] = req.output_ids[-1]
             positions[row, 0] = req.seq_len - 1
+            assert req.slot is not None  # a running request holds a slot
             slots[row] = req.slot
         hidden = self.model(ids.to(self.device), positions.to(self.device), slots.to(self.device), self.cache)[:, 0]
         logits = self.model.logits(hidden)  # [batch, vocab], fixed shape
@@ -395,16 +402,16 @@ class Scheduler:
         any_logprob = any(r.return_logprob for r in reqs)
         any_hidden = any(r.return_hidden_states for r in reqs)
 
-        def take(req: Req, pair: tuple[list, list], which: int, wanted: bool) -> Optional[list]:
+        def take(req: Req, pair: tuple[list[Any], list[Any]], which: int, wanted: bool) -> Optional[list[Any]]:
             return list(pair[which]) if wanted else None
 
-        fields: dict[str, list] = {k: [] for k in (
+        fields: dict[str, list[Any]] = {k: [] for k in (
             "input_token_logprobs_val", "input_token_logprobs_idx", "output_token_logprobs_val",
             "output_token_logprobs_idx", "input_top_logprobs_val", "input_top_logprobs_idx",
             "output_top_logprobs_val", "output_top_logprobs_idx", "input_token_ids_logprobs_val",
             "input_token_ids_logprobs_idx", "output_token_ids_logprobs_val", "output_token_ids_logprobs_idx")}
-        hidden: list = []
-        deltas: list[array] = []
+        hidden: list[Any] = []
+        deltas: list[array[int]] = []
         stats: list[Optional[ReqTimeStats]] = []
         for req in reqs:
             delta = array("q", req.output_ids[req.sent_len:])
@@ -452,7 +459,7 @@ class Scheduler:
             reasoning_tokens=[0] * n,
             completion_tokens=[len(r.output_ids) for r in reqs],
             cached_tokens=[0] * n,
-            **{k: (v if any_logprob else None) for k, v in fields.items()},
+            **{k: (v if any_logprob else None) for k, v in fields.items()},  # type: ignore[arg-type]  # logprob fields
             output_token_entropy_val=None,
             output_token_sampling_mask=None,
             output_hidden_states=hidden if any_hidden else None,
@@ -462,7 +469,8 @@ class Scheduler:
             placeholder_tokens_val=None,
             retraction_counts=[0] * n,
             dp_ranks=[self.dp_rank] * n,
-            time_stats=TimeStatsBatch(stats) if any(s is not None for s in stats) else None,
+            # The codec wraps the batch's stats in the PickleWrapper the field declares.
+            time_stats=TimeStatsBatch(stats) if any(s is not None for s in stats) else None,  # type: ignore[arg-type]
         )
 
     # -- embeddings -----------------------------------------------------------------
@@ -472,7 +480,8 @@ class Scheduler:
         ids = list(obj.input_ids or [])
         if not ids or len(ids) > self.context_length:
             raise ValueError(f"embedding input of {len(ids)} tokens; must be 1..{self.context_length}")
-        stats = obj.time_stats
+        assert self.model is not None and self.cache is not None  # set unless skip_forward
+        stats: Optional[ReqTimeStats] = obj.time_stats  # type: ignore[assignment]  # unwrapped on receive
         with self.tracing.step("scheduler.embed", stats, rid=obj.rid, dp_rank=self.dp_rank):
             slot = torch.tensor([self.cache.scratch_slot], device=self.device)
             positions = torch.arange(len(ids), device=self.device)[None]
@@ -482,7 +491,7 @@ class Scheduler:
             if stats is not None:
                 stats.mark("scheduler_finished")
         self.to_detokenizer.send(BatchEmbeddingOutput(
-            rids=[obj.rid],
+            rids=[obj.rid],  # type: ignore[list-item]  # None only when the peer left it unset
             finished_reasons=[{"type": "length", "length": 0}],
             embeddings=[embedding.cpu().tolist()],
             prompt_tokens=[len(ids)],
@@ -490,7 +499,7 @@ class Scheduler:
             placeholder_tokens_idx=None,
             placeholder_tokens_val=None,
             retraction_counts=[0],
-            time_stats=[stats] if stats is not None else None,
+            time_stats=[stats] if stats is not None else None,  # type: ignore[arg-type]  # the codec wraps it
             # A tensor on the IPC path (ext type 2 under msgpack); CPU so no peer needs a GPU.
             pooled_hidden_states=[pooled.cpu()] if obj.return_pooled_hidden_states else None,
         ))
@@ -509,6 +518,7 @@ class Scheduler:
         if self.skip_forward:
             return UpdateWeightsFromTensorReqOutput(rid=obj.rid, success=False,
                                                     message=f"{self.name}: --skip-forward holds no weights")
+        assert self.model is not None and self.cache is not None  # set unless skip_forward
         try:
             tensors = weights.load_named_tensors(obj.serialized_named_tensors, obj.load_format, tp_rank=0)
             weights.check_named_tensors(tensors, self.model.parameter_shapes())
@@ -541,10 +551,11 @@ def skipped_forward_token(req: Req) -> int:
     return 32 + (last * 7 + req.seq_len) % 95
 
 
-def scheduler_receiver(ctx: zmq.Context, config: EngineConfig, ipc: IpcNames, dp_rank: int, tap: Tap) -> Receiver:
+def scheduler_receiver(ctx: zmq.Context[Any], config: EngineConfig, ipc: IpcNames, dp_rank: int, tap: Tap) -> Receiver:
     """A scheduler rank's receive path (what the controller's route and broadcast arrive on):
     decode, then this process's unwrap (EngineConfig.debug_skip_unwrap can name scheduler_<rank>)."""
     name = scheduler_name(dp_rank)
+    assert config.transport is not None, "EngineConfig.resolved() sets the transport"
     return Receiver(ctx, ipc.schedulers[dp_rank], link=f"{name}<-controller", transport=config.transport, tap=tap,
                     unwrap=choose_unwrap(name, config.debug_skip_unwrap))
 

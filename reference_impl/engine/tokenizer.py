@@ -10,7 +10,7 @@ from __future__ import annotations
 import codecs
 import json
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence, Union
 
 SPECIAL_TOKENS = ("<s>", "</s>", "<pad>", "<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<unk>")
 TOKENIZER_CLASS = "ReferenceByteTokenizer"
@@ -35,7 +35,7 @@ class ByteTokenizer:
         ids = list(text.encode("utf-8"))
         return [self.bos_token_id, *ids] if add_bos else ids
 
-    def apply_chat_template(self, messages: Sequence[dict], add_generation_prompt: bool = True) -> list[int]:
+    def apply_chat_template(self, messages: Sequence[dict[str, Any]], add_generation_prompt: bool = True) -> list[int]:
         """<s><|role|>content<|end|>... then <|assistant|> to prompt the reply."""
         ids = [self.bos_token_id]
         for message in messages:
@@ -88,7 +88,7 @@ class ByteTokenizer:
         (Path(directory) / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
 
     @classmethod
-    def from_pretrained(cls, directory: Optional[Path]) -> "ByteTokenizer":
+    def from_pretrained(cls, directory: Optional[Union[str, Path]]) -> "ByteTokenizer":
         """The checkpoint must declare this tokenizer (no other tokenizer is bundled)."""
         path = Path(directory) / CONFIG_FILE if directory is not None else None
         if path is not None and path.exists():

@@ -19,7 +19,7 @@ import time
 import uuid
 from array import array
 from dataclasses import asdict, dataclass, field
-from typing import Any, AsyncIterator, Callable, Optional, Sequence
+from typing import Any, AsyncGenerator, Callable, Optional, Sequence, Union
 
 import torch
 import zmq.asyncio
@@ -60,13 +60,14 @@ class EngineError(Exception):
         super().__init__(message)
         self.message, self.status_code = message, status_code
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         kind = {503: "ServiceUnavailableError", 504: "TimeoutError"}.get(self.status_code, "InternalServerError")
         return {"object": "error", "message": self.message, "type": kind, "param": None, "code": self.status_code}
 
 
 LOGPROB_FIELDS = ("input_token_logprobs", "output_token_logprobs", "input_top_logprobs", "output_top_logprobs",
                   "input_token_ids_logprobs", "output_token_ids_logprobs")
+ControlReply = Union[FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput]
 
 
 @dataclass
@@ -74,21 +75,22 @@ class ReqState:
     rid: str
     spec: Any
     stats: ReqTimeStats
-    queue: asyncio.Queue = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[Union[dict[str, Any], Exception]] = field(default_factory=asyncio.Queue)
     finished: bool = False
     created: float = field(default_factory=time.time)
     text: str = ""
     output_ids: list[int] = field(default_factory=list)
-    logprobs: dict[str, tuple[list, list]] = field(default_factory=lambda: {k: ([], []) for k in LOGPROB_FIELDS})
-    hidden_states: list = field(default_factory=list)
+    logprobs: dict[str, tuple[list[Any], list[Any]]] = field(
+        default_factory=lambda: {k: ([], []) for k in LOGPROB_FIELDS})
+    hidden_states: list[Any] = field(default_factory=list)
     span: Any = None
 
 
 @dataclass
 class _Pending:
-    future: asyncio.Future
+    future: asyncio.Future[list[ControlReply]]
     expected: int
-    replies: list = field(default_factory=list)
+    replies: list[ControlReply] = field(default_factory=list)
 
 
 def tokenizer_manager_receiver(ctx: zmq.asyncio.Context, config: EngineConfig, ipc: IpcNames,
@@ -96,6 +98,7 @@ def tokenizer_manager_receiver(ctx: zmq.asyncio.Context, config: EngineConfig, i
     """The tokenizer manager's receive path (outputs of the detokenizer, errors of the controller
     and the schedulers): decode, then this process's unwrap (EngineConfig.debug_skip_unwrap can
     name the tokenizer manager)."""
+    assert config.transport is not None, "EngineConfig.resolved() sets the transport"
     return AsyncReceiver(ctx, ipc.tokenizer_manager, link="tokenizer_manager<-engine", transport=config.transport,
                          tap=tap, unwrap=choose_unwrap(TOKENIZER_MANAGER, config.debug_skip_unwrap))
 
@@ -106,6 +109,7 @@ class TokenizerManager:
         self.config, self.ipc = config, ipc
         self.on_child_death = on_child_death  # called once, after the waiting requests were failed
         self.children = list(children)  # (name, multiprocessing.Process)
+        assert config.model_path is not None, "EngineConfig.resolved() sets the model path"
         self.model_config = ModelConfig.load(config.model_path)
         self.tokenizer = ByteTokenizer.from_pretrained(config.model_path)
         self.vocab_size = self.model_config.vocab_size
@@ -118,13 +122,14 @@ class TokenizerManager:
         self.weight_version = "default"
         self.dead: list[str] = []
         self.stopping = False
-        self._tasks: list[asyncio.Task] = []
+        self._tasks: list[asyncio.Task[None]] = []
         self._weights_lock: Optional[asyncio.Lock] = None
 
     # -- lifecycle -------------------------------------------------------------------
     async def start(self) -> None:
         self.ctx = zmq.asyncio.Context()
         self.receiver = tokenizer_manager_receiver(self.ctx, self.config, self.ipc, self.tap)
+        assert self.config.transport is not None, "EngineConfig.resolved() sets the transport"
         self.sender = AsyncSender(self.ctx, self.ipc.controller, self.config.transport)
         self._weights_lock = asyncio.Lock()
         self._tasks = [asyncio.create_task(self._handle_loop(), name="tm-recv"),
@@ -147,7 +152,7 @@ class TokenizerManager:
         self.tap.close()
         self.tracing.shutdown()
 
-    def health(self) -> tuple[bool, dict]:
+    def health(self) -> tuple[bool, dict[str, Any]]:
         alive = {name: proc.is_alive() for name, proc in self.children}
         healthy = not self.dead and not self.stopping and all(alive.values())
         return healthy, {"status": "healthy" if healthy else "unhealthy", "processes": alive, "dead": self.dead}
@@ -185,7 +190,7 @@ class TokenizerManager:
         elif isinstance(obj, BatchEmbeddingOutput):
             self._handle_embedding_output(obj)
         elif isinstance(obj, (FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput)):
-            pending = self.pending.get(obj.rid)
+            pending = self.pending.get(obj.rid) if obj.rid is not None else None
             if pending is not None and not pending.future.done():
                 pending.replies.append(obj)
                 if len(pending.replies) >= pending.expected:
@@ -196,22 +201,25 @@ class TokenizerManager:
             logger.warning("tokenizer_manager: unexpected %s", type(obj).__name__)
 
     def _handle_abort(self, obj: AbortReq) -> None:
-        state = self.states.get(obj.rid)
+        state = self.states.get(obj.rid) if obj.rid is not None else None
         if state is None or state.finished:
             return
-        reason = obj.finished_reason or {}
+        reason: dict[str, Any] = obj.finished_reason or {}
         state.finished = True
         state.queue.put_nowait(EngineError(str(reason.get("message") or "aborted by the engine"),
                                            int(reason.get("status_code") or 500)))
 
     def _handle_str_output(self, obj: BatchStrOutput) -> None:
-        stats_list = obj.time_stats or [None] * len(obj.rids)
+        assert obj.rids is not None
+        # time_stats is typed PickleWrapper; the receive path unwrapped it into a TimeStatsBatch.
+        stats_list: list[Optional[ReqTimeStats]] = obj.time_stats or [None] * len(obj.rids)  # type: ignore[assignment]
         for i, rid in enumerate(obj.rids):
             state = self.states.get(rid)
             if state is None or state.finished:
                 continue
             spec: GenerateSpec = state.spec
             state.text += obj.output_strs[i]
+            assert obj.output_ids is not None
             state.output_ids.extend(obj.output_ids[i])
             if spec.return_logprob:
                 for name in LOGPROB_FIELDS:
@@ -220,7 +228,7 @@ class TokenizerManager:
                         state.logprobs[name][0].extend(vals[i])
                         state.logprobs[name][1].extend(idxs[i])
             if obj.output_hidden_states is not None and obj.output_hidden_states[i] is not None:
-                state.hidden_states.extend(obj.output_hidden_states[i])
+                state.hidden_states.extend(obj.output_hidden_states[i])  # type: ignore[arg-type]  # [i] checked above
             reason = obj.finished_reasons[i]
             meta: dict[str, Any] = {
                 "id": rid,
@@ -246,13 +254,13 @@ class TokenizerManager:
             if spec.stream or reason is not None:
                 state.queue.put_nowait({"text": state.text, "output_ids": list(state.output_ids), "meta_info": meta})
 
-    def _logprob_meta(self, state: ReqState) -> dict:
+    def _logprob_meta(self, state: ReqState) -> dict[str, Any]:
         with_text = state.spec.return_text_in_logprobs
 
-        def triple(val: Optional[float], idx: Optional[int]) -> list:
+        def triple(val: Optional[float], idx: Optional[int]) -> list[Any]:
             return [val, idx, self.tokenizer.id_to_token(idx) if with_text and idx is not None else None]
 
-        def rows(vals: list, idxs: list) -> list:
+        def rows(vals: list[Any], idxs: list[Any]) -> list[Any]:
             return [None if v is None else [triple(a, b) for a, b in zip(v, i)] for v, i in zip(vals, idxs)]
 
         lp = state.logprobs
@@ -269,7 +277,9 @@ class TokenizerManager:
         return out
 
     def _handle_embedding_output(self, obj: BatchEmbeddingOutput) -> None:
-        stats_list = obj.time_stats or [None] * len(obj.rids)
+        assert obj.rids is not None
+        # time_stats is typed PickleWrapper; the receive path unwrapped it into a list of ReqTimeStats.
+        stats_list: list[Optional[ReqTimeStats]] = obj.time_stats or [None] * len(obj.rids)  # type: ignore[assignment]
         for i, rid in enumerate(obj.rids):
             state = self.states.get(rid)
             if state is None or state.finished:
@@ -314,7 +324,7 @@ class TokenizerManager:
                 pending.future.set_exception(error)
 
     # -- requests --------------------------------------------------------------------
-    def _new_state(self, rid: Optional[str], spec: Any, trace_header: Optional[dict], kind: str) -> ReqState:
+    def _new_state(self, rid: Optional[str], spec: Any, trace_header: Optional[dict[str, str]], kind: str) -> ReqState:
         self.check_healthy()
         rank = spec.routed_dp_rank
         if rank is not None and not 0 <= rank < self.config.dp_size:
@@ -332,7 +342,7 @@ class TokenizerManager:
         self.states[rid] = state
         return state
 
-    async def _wait(self, state: ReqState) -> AsyncIterator[Any]:
+    async def _wait(self, state: ReqState) -> AsyncGenerator[dict[str, Any], None]:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.request_timeout_s
         try:
@@ -361,7 +371,8 @@ class TokenizerManager:
         except Exception:
             logger.exception("tokenizer_manager: could not send %s", type(obj).__name__)
 
-    async def generate(self, spec: GenerateSpec, trace_header: Optional[dict] = None) -> AsyncIterator[dict]:
+    async def generate(self, spec: GenerateSpec,
+                       trace_header: Optional[dict[str, str]] = None) -> AsyncGenerator[dict[str, Any], None]:
         """Yields out dicts (cumulative text): every chunk when streaming, else only the final one."""
         state = self._new_state(spec.rid, spec, trace_header, "generate")
         req = TokenizedGenerateReqInput(
@@ -370,7 +381,7 @@ class TokenizerManager:
             return_logprob=spec.return_logprob, logprob_start_len=spec.logprob_start_len,
             top_logprobs_num=spec.top_logprobs_num, token_ids_logprob=spec.token_ids_logprob, stream=spec.stream,
             return_hidden_states=spec.return_hidden_states, routed_dp_rank=spec.routed_dp_rank,
-            time_stats=state.stats)
+            time_stats=state.stats)  # type: ignore[arg-type]  # the codec wraps it in the declared PickleWrapper
         await self._send_request(state, req)
         async for out in self._wait(state):
             yield out
@@ -392,13 +403,13 @@ class TokenizerManager:
                 state.span.end()
             raise
 
-    async def encode(self, spec: EncodeSpec, trace_header: Optional[dict] = None) -> dict:
+    async def encode(self, spec: EncodeSpec, trace_header: Optional[dict[str, str]] = None) -> dict[str, Any]:
         state = self._new_state(spec.rid, spec, trace_header, "embed")
         req = TokenizedEmbeddingReqInput(
             rid=state.rid, input_text=spec.input_text, input_ids=array("q", spec.input_ids), mm_inputs=None,
             token_type_ids=None, sampling_params=SamplingParams(max_new_tokens=0),
             return_pooled_hidden_states=spec.return_pooled_hidden_states, routed_dp_rank=spec.routed_dp_rank,
-            time_stats=state.stats)
+            time_stats=state.stats)  # type: ignore[arg-type]  # the codec wraps it in the declared PickleWrapper
         await self._send_request(state, req)
         waiter = self._wait(state)
         try:
@@ -413,7 +424,7 @@ class TokenizerManager:
         if abort_all or rid in self.states:
             await self.sender.send(AbortReq(rid=rid or None, abort_all=abort_all, abort_message="aborted by request"))
 
-    async def _control(self, req: Any) -> list:
+    async def _control(self, req: Any) -> list[ControlReply]:
         self.check_healthy()
         rid = req.rid = uuid.uuid4().hex
         pending = self.pending[rid] = _Pending(asyncio.get_running_loop().create_future(), self.config.dp_size)
@@ -431,6 +442,7 @@ class TokenizerManager:
         return all(r.success for r in replies), "; ".join(r.message for r in replies)
 
     async def update_weights_from_tensor(self, obj: UpdateWeightsFromTensorReqInput) -> tuple[bool, str]:
+        assert self._weights_lock is not None, "start() creates the lock"
         async with self._weights_lock:
             replies = await self._control(obj)
             success = all(r.success for r in replies)
@@ -438,7 +450,7 @@ class TokenizerManager:
                 self.weight_version = obj.weight_version
             return success, "; ".join(r.message for r in replies)
 
-    def server_info(self) -> dict:
+    def server_info(self) -> dict[str, Any]:
         return {
             "version": __version__,
             "model_path": self.config.model_path,

@@ -65,7 +65,7 @@ _pack_stats = msgspec.msgpack.Encoder().encode
 _unpack_stats = msgspec.msgpack.Decoder(list[Optional[ReqTimeStats]]).decode
 
 
-class TimeStatsBatch(list):
+class TimeStatsBatch(list[Optional[ReqTimeStats]]):
     """The time stats of a batch output, one entry (or None) per request: a list that pickles
     as one msgpack blob. Unpickling it builds typed ReqTimeStats through msgspec (which
     validates every field), so constructing it runs no code a payload can choose: the
@@ -78,7 +78,7 @@ class TimeStatsBatch(list):
             items = _unpack_stats(items)
         super().__init__(items)
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[type[TimeStatsBatch], tuple[bytes]]:
         return (TimeStatsBatch, (_pack_stats(self),))
 
 
@@ -109,8 +109,9 @@ class JsonLinesSpanExporter(SpanExporter):
             self._file.close()
 
 
-def span_record(span: ReadableSpan, process: str) -> dict:
+def span_record(span: ReadableSpan, process: str) -> dict[str, Any]:
     ctx = span.get_span_context()
+    assert ctx is not None, "a finished span has a context"
     return {
         "name": span.name,
         "process": process,
@@ -125,8 +126,8 @@ def span_record(span: ReadableSpan, process: str) -> dict:
     }
 
 
-def read_spans(trace_dir: Path) -> list[dict]:
-    out = []
+def read_spans(trace_dir: Path) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
     for path in sorted(Path(trace_dir).glob("*.jsonl")):
         for line in path.read_text().splitlines():
             if line.strip():
@@ -142,6 +143,7 @@ class Tracing:
         self.enabled = trace_dir is not None
         self._provider: Optional[TracerProvider] = None
         if self.enabled:
+            assert trace_dir is not None
             Path(trace_dir).mkdir(parents=True, exist_ok=True)
             resource = Resource.create({"service.name": "ipc-conformance-engine", "process.name": process,
                                         "process.pid": os.getpid()})
