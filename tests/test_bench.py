@@ -133,12 +133,15 @@ def test_payloads_build_for_any_class_mapping():
 
 
 # -- bench serve ----------------------------------------------------------------------------
-def test_serve_settings_presets_and_validation():
+def test_serve_settings_presets_and_validation(tmp_path):
     parser = __import__("argparse").ArgumentParser()
     sb.add_arguments(parser)
     cpu = sb.settings_from_args(parser.parse_args([]))
     assert cpu.concurrency == [1, 256] and cpu.device == "cpu"
-    gpu = parser.parse_args(["--preset", "gpu", "--model", "/m"])
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(ValueError, match="no config.json"):
+        sb.settings_from_args(parser.parse_args(["--preset", "gpu", "--model", str(tmp_path / "none")]))
+    gpu = parser.parse_args(["--preset", "gpu", "--model", str(tmp_path)])
     s = sb.settings_from_args(gpu)
     assert (s.concurrency[-1], s.num_prompts[-1], s.input_len, s.output_len) == (1024, 4096, 1024, 200)
     with pytest.raises(ValueError, match="--model"):
