@@ -415,28 +415,21 @@ def _add_spec_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
 
 
 def _report_compare(args: argparse.Namespace) -> int:
-    import json
-
+    from conformance.records import load_results
     from conformance.report import compare
 
-    runs = []
-    for name in args.results:
-        try:
-            run = json.loads(Path(name).read_text())
-        except (OSError, ValueError) as exc:
-            raise UsageError(f"{name}: cannot read results: {exc}") from None
-        if not isinstance(run, dict) or not isinstance(run.get("results"), list) or "impl" not in run:
-            raise UsageError(f"{name}: cannot read results: no 'impl' and 'results' (is this a results.json of "
-                             "`ipc-conformance run --report`?)")
-        runs.append(run)
-    sys.stdout.write(compare(runs))
+    # load_results: a file that is no results.json is a UsageError naming the file and field.
+    sys.stdout.write(compare([load_results(name) for name in args.results]))
     return 0
 
 
 def _report_site(args: argparse.Namespace) -> int:
+    from conformance.records import load_results
     from conformance.site import build_site
     from conformance.site.model import ResultsError
 
+    for name in args.results:
+        load_results(name)  # checked against the results.json schema first: one line naming file and field
     try:
         index = build_site([Path(p) for p in args.results], Path(args.out))
     except ResultsError as exc:

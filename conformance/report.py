@@ -12,20 +12,14 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Optional
 
+import msgspec
+
+from conformance.records import CheckRecord, Counts, Outcome, Residue, Results, counts, encode_results
 from conformance.site import single_run_html
 from conformance.site.badge import endpoint
 from conformance.site.model import Record, count, problem_groups, read_record, sort_areas
 
-OUTCOMES = ("passed", "failed", "xfailed", "recommended-failed", "skipped")
-
-
-def counts(records: list[dict[str, Any]]) -> dict[str, int]:
-    """Checks per outcome. Each outcome is counted once, under its own name: a recommended
-    check that failed is never counted as skipped (nor as passed)."""
-    out: dict[str, int] = defaultdict(int)
-    for r in records:
-        out[r["outcome"]] += 1
-    return dict(out)
+__all__ = ["badge", "compare", "counts", "html_report", "markdown", "results_json", "write_all"]
 
 
 def _versions(meta: dict[str, Any]) -> list[str]:
@@ -39,8 +33,9 @@ def _versions(meta: dict[str, Any]) -> list[str]:
 
 
 #: report.md's columns per area: (outcome, heading).
-_COLUMNS = (("passed", "✓ passed"), ("failed", "✗ failed"), ("recommended-failed", "! recommended failed"),
-            ("xfailed", "≈ expected"), ("skipped", "– skipped"))
+_COLUMNS = ((Outcome.PASSED, "✓ passed"), (Outcome.FAILED, "✗ failed"),
+            (Outcome.RECOMMENDED_FAILED, "! recommended failed"), (Outcome.XFAILED, "≈ expected"),
+            (Outcome.SKIPPED, "– skipped"))
 #: Check ids shown per group of failures; results.json and report.html have them all.
 SHOWN_IDS = 20
 
@@ -60,7 +55,7 @@ def _area_table(records: list[Record]) -> list[str]:
 
     def row(name: str, recs: list[Record]) -> str:
         c = count(recs)
-        cells = [getattr(c, o.replace("-", "_")) for o, _ in _COLUMNS]
+        cells = [getattr(c, o.name.lower()) for o, _ in _COLUMNS]
         return f"| {name} | " + " | ".join(str(n) if n else "" for n in cells) + " |"
 
     lines += [row(f"{level}.{area}", by_area[level, area]) for level, area in sort_areas(by_area)]
@@ -68,10 +63,8 @@ def _area_table(records: list[Record]) -> list[str]:
     return lines
 
 
-_WORD = {"failed": "failed", "recommended-failed": "recommended check failed", "xfailed": "expected failure"}
 
-
-def _groups(title: str, records: list[Record], outcomes: tuple[str, ...], note: str) -> list[str]:
+def _groups(title: str, records: list[Record], outcomes: tuple[Outcome, ...], note: str) -> list[str]:
     """A section of grouped failures: per area (Required first) each group's count, outcome, first
     line, reasons and check ids."""
     by_area = problem_groups(records, outcomes)
@@ -83,7 +76,7 @@ def _groups(title: str, records: list[Record], outcomes: tuple[str, ...], note: 
     for (level, area), groups in by_area.items():
         lines += ["", f"### {level}.{area} ({sum(len(g.records) for g in groups)})", ""]
         for g in groups:
-            lines.append(f"- **{len(g.records)} ×** {_WORD.get(g.outcome, g.outcome)}: {_code(g.first_line)}")
+            lines.append(f"- **{len(g.records)} ×** {Outcome(g.outcome).word}: {_code(g.first_line)}")
             lines += [f"  - listed because: {reason}" for reason in g.reasons]
             more = len(g.ids) - SHOWN_IDS
             lines.append("  - " + ", ".join(f"`{i}`" for i in g.ids[:SHOWN_IDS])
@@ -91,15 +84,15 @@ def _groups(title: str, records: list[Record], outcomes: tuple[str, ...], note: 
     return lines
 
 
-def markdown(meta: dict[str, Any], records: list[dict[str, Any]], residue: Optional[dict[str, Any]] = None) -> str:
+def markdown(meta: dict[str, Any], records: list[CheckRecord], residue: Optional[dict[str, Any]] = None) -> str:
     """report.md: the run's counts, a table per area, then the failures grouped by first line."""
-    recs = [read_record(r, "report") for r in records]
+    recs = [read_record(r, "report") for r in _as_maps(records)]
     c = counts(records)
     lines = [
         f"# Conformance of {meta['impl']} against {meta['manifest']}",
         "",
-        f"{c.get('passed', 0)} passed, {c.get('failed', 0)} failed, {c.get('xfailed', 0)} expected failures, "
-        f"{c.get('recommended-failed', 0)} recommended checks failed, {c.get('skipped', 0)} skipped "
+        f"{c.passed} passed, {c.failed} failed, {c.xfailed} expected failures, "
+        f"{c.recommended_failed} recommended checks failed, {c.skipped} skipped "
         f"(transports: {meta['transport']}).",
         *_versions(meta),
         "",
@@ -107,10 +100,10 @@ def markdown(meta: dict[str, Any], records: list[dict[str, Any]], residue: Optio
         "",
         *_area_table(recs),
     ]
-    lines += _groups("Failures", recs, ("failed", "recommended-failed"),
+    lines += _groups("Failures", recs, (Outcome.FAILED, Outcome.RECOMMENDED_FAILED),
                      "Required areas first; in each, the failures whose messages start with the same line are one "
                      "group, the biggest first. report.html has the whole messages and a command to run each again.")
-    lines += _groups("Expected failures", recs, ("xfailed",),
+    lines += _groups("Expected failures", recs, (Outcome.XFAILED,),
                      "Listed in the implementation's expectations file, with their reasons; they do not fail the run.")
     if residue:
         lines += ["", "## Pickle residue", "", "Fields that still travel as PickleWrapper or `Any`:", ""]
@@ -121,31 +114,37 @@ def markdown(meta: dict[str, Any], records: list[dict[str, Any]], residue: Optio
     return "\n".join(lines) + "\n"
 
 
-def html_report(meta: dict[str, Any], records: list[dict[str, Any]],
+def _as_maps(records: list[CheckRecord]) -> list[dict[str, Any]]:
+    """The records as results.json holds them: what the site's model reads."""
+    return [msgspec.to_builtins(r) for r in records]
+
+
+def html_report(meta: dict[str, Any], records: list[CheckRecord],
                 residue: Optional[dict[str, Any]] = None) -> str:
     """report.html: the report site's page for one implementation, in one file."""
-    return single_run_html(meta, records, residue)
+    return single_run_html(meta, _as_maps(records), residue)
 
 
-def badge(records: list[dict[str, Any]]) -> dict[str, Any]:
+def badge(records: list[CheckRecord]) -> dict[str, Any]:
     """badge.json, a shields.io endpoint: red on any Required failure, orange on Recommended ones only."""
-    return endpoint(r["outcome"] for r in records)
+    return endpoint(r.outcome.value for r in records)
 
 
-def results_json(meta: dict[str, Any], records: list[dict[str, Any]],
-                 residue: Optional[dict[str, Any]] = None) -> dict[str, Any]:
+def results_json(meta: dict[str, Any], records: list[CheckRecord],
+                 residue: Optional[dict[str, Any]] = None) -> Results:
     """results.json: the run's metadata, its count per outcome, the pickle residue, one record per check."""
-    c = counts(records)
+    kept = None
     if residue:  # wrapped counts sorted: workers of a parallel run report them in any order
-        residue = {**residue, "wrapped": dict(sorted(residue.get("wrapped", {}).items()))}
-    return {**meta, "counts": {k: c.get(k, 0) for k in OUTCOMES}, **({"residue": residue} if residue else {}),
-            "results": records}
+        kept = Residue(fields=[(str(f), str(t)) for f, t in residue.get("fields", [])],
+                       wrapped=dict(sorted(residue.get("wrapped", {}).items())))
+    known = {k: v for k, v in meta.items() if k in Results.__struct_fields__}
+    return Results(**known, counts=counts(records), residue=kept, results=list(records))
 
 
-def write_all(folder: Path, meta: dict[str, Any], records: list[dict[str, Any]],
+def write_all(folder: Path, meta: dict[str, Any], records: list[CheckRecord],
               residue: Optional[dict[str, Any]] = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "results.json").write_text(json.dumps(results_json(meta, records, residue), indent=1))
+    (folder / "results.json").write_text(encode_results(results_json(meta, records, residue)))
     # A failure message may quote a str the implementation was sent on purpose (a lone surrogate):
     # the pages show it escaped rather than lose the report.
     for name, text in (("report.md", markdown(meta, records, residue)),
@@ -154,23 +153,23 @@ def write_all(folder: Path, meta: dict[str, Any], records: list[dict[str, Any]],
     (folder / "badge.json").write_text(json.dumps(badge(records)))
 
 
-def compare(reports: list[dict[str, Any]]) -> str:
+def compare(reports: list[Results]) -> str:
     """Markdown: one row per check area, one column per implementation (passed / failing)."""
-    areas: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+    areas: dict[str, dict[str, list[CheckRecord]]] = defaultdict(lambda: defaultdict(list))
     for rep in reports:
-        for r in rep["results"]:
-            level, area = r["id"].split(".")[:2]
-            areas[f"{level}.{area}"][rep["impl"]][r["outcome"]] += 1
-    impls = [rep["impl"] for rep in reports]
+        for r in rep.results:
+            level, area = r.id.split(".")[:2]
+            areas[f"{level}.{area}"][rep.impl].append(r)
+    impls = [rep.impl for rep in reports]
     lines = ["| checks | " + " | ".join(impls) + " |", "|---|" + "---|" * len(impls)]
 
-    def cell(c: dict[str, int]) -> str:
-        ran = sum(v for k, v in c.items() if k != "skipped")
-        bad = ran - c.get("passed", 0)
-        return f"{c.get('passed', 0)}/{ran}" + (f" ({bad} failing)" if bad else "") if ran else "–"
+    def cell(c: Counts) -> str:
+        ran = c.total - c.skipped
+        bad = ran - c.passed
+        return f"{c.passed}/{ran}" + (f" ({bad} failing)" if bad else "") if ran else "–"
 
     for area in sorted(areas):
-        lines.append(f"| {area} | " + " | ".join(cell(areas[area].get(i, {})) for i in impls) + " |")
-    totals = [counts(rep["results"]) for rep in reports]
+        lines.append(f"| {area} | " + " | ".join(cell(counts(areas[area].get(i, []))) for i in impls) + " |")
+    totals = [counts(rep.results) for rep in reports]
     lines.append("| **all** | " + " | ".join(cell(t) for t in totals) + " |")
     return "\n".join(lines) + "\n"

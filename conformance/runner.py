@@ -12,7 +12,8 @@ import pytest
 
 from conformance.errors import USAGE_EXIT
 from conformance.plugin import options
-from conformance.plugin.summary import counts, expected_line, summary_line
+from conformance.plugin.summary import expected_line, summary_line
+from conformance.records import CheckRecord, counts
 
 SUITE = Path(__file__).resolve().parent / "suite"
 PLUGIN = "conformance.plugin.hooks"
@@ -32,7 +33,7 @@ class _Records:
     def pytest_configure(self, config: pytest.Config) -> None:
         self.config = config
 
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[CheckRecord]:
         from conformance.plugin.hooks import run_of
 
         run = run_of(self.config, start=False) if self.config is not None else None
@@ -74,6 +75,6 @@ def run(*, pytest_args: Sequence[str] = (), workers: Optional[str] = None, **cho
     print(summary_line(records))
     if code == pytest.ExitCode.USAGE_ERROR:
         return USAGE_EXIT  # pytest printed the one line that says what was wrong
-    if code == pytest.ExitCode.OK and counts(records)["failed"]:
+    if code == pytest.ExitCode.OK and counts(records).failed:
         return int(pytest.ExitCode.TESTS_FAILED)  # the summary's failures decide, never a lenient hook
     return int(code)

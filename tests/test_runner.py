@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from conformance import report
+from conformance.records import CheckRecord, Outcome, Results
 
 SELECT = "AbortReq and (RoundTrip or Catalogue)"
 
@@ -131,10 +132,10 @@ def test_recommended_failures_have_their_own_count(tmp_path):
 
 def test_markdown_summary_per_area_then_grouped_failures_and_badge_from_records():
     records = [
-        {"id": "Required.RoundTrip.A.Identical.pickle.typical", "outcome": "passed"},
-        {"id": "Required.RoundTrip.A.Identical.msgpack.typical", "outcome": "failed", "message": "boom\nat a"},
-        {"id": "Required.RoundTrip.B.Identical.msgpack.typical", "outcome": "failed", "message": "boom\nat b"},
-        {"id": "Recommended.Security.top_level.NoPickle", "outcome": "recommended-failed", "message": "rce"},
+        CheckRecord("Required.RoundTrip.A.Identical.pickle.typical", Outcome.PASSED, ""),
+        CheckRecord("Required.RoundTrip.A.Identical.msgpack.typical", Outcome.FAILED, "boom\nat a"),
+        CheckRecord("Required.RoundTrip.B.Identical.msgpack.typical", Outcome.FAILED, "boom\nat b"),
+        CheckRecord("Recommended.Security.top_level.NoPickle", Outcome.RECOMMENDED_FAILED, "rce"),
     ]
     text = report.markdown({"impl": "x", "manifest": "m", "transport": "both"}, records)
     lines = text.splitlines()
@@ -153,9 +154,9 @@ def test_markdown_summary_per_area_then_grouped_failures_and_badge_from_records(
 
 
 def test_compare_table_counts_each_area_per_implementation():
-    a = {"impl": "a", "results": [{"id": "Required.RoundTrip.X.I.pickle", "outcome": "passed"},
-                                  {"id": "Required.RoundTrip.X.I.msgpack", "outcome": "xfailed"}]}
-    b = {"impl": "b", "results": [{"id": "Required.RoundTrip.X.I.pickle", "outcome": "passed"}]}
+    a = Results(impl="a", results=[CheckRecord("Required.RoundTrip.X.I.pickle", Outcome.PASSED, ""),
+                                   CheckRecord("Required.RoundTrip.X.I.msgpack", Outcome.XFAILED, "")])
+    b = Results(impl="b", results=[CheckRecord("Required.RoundTrip.X.I.pickle", Outcome.PASSED, "")])
     table = report.compare([a, b])
     assert "| Required.RoundTrip | 1/2 (1 failing) | 1/1 |" in table
 
@@ -169,6 +170,9 @@ def test_pytest_users_are_told_their_own_flags(tmp_path):
     assert "expected failures: 0, recommended checks failed: 3 (fail the run with --ipc-strict)" in proc.stdout
     assert "Recommended check failed (fails with --ipc-strict)" in proc.stdout
     assert "conformance: 0 passed, 0 failed, 0 skipped" in proc.stdout
+    # pytest's own line counts them as the conformance lines do: their own category, no skip
+    pytest_line = next(line for line in proc.stdout.splitlines() if " in " in line and "recommended" in line)
+    assert "3 recommended failed" in pytest_line and "skipped" not in pytest_line, proc.stdout[-2000:]
 
 
 def test_one_option_table_feeds_both_front_doors(monkeypatch):

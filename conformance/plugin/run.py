@@ -10,16 +10,18 @@ of the implementation (worker_output/merge_worker) and writes the files once.
 from __future__ import annotations
 
 import datetime
-import json
 import re
 from collections import Counter
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
+import msgspec
+
 from conformance.errors import UsageError
 from conformance.plugin import options, verdicts
-from conformance.plugin.checks import HARNESS_ERROR, check_id_of
+from conformance.plugin.checks import check_id_of
+from conformance.records import CheckRecord, Note, Outcome, encode_results
 
 if TYPE_CHECKING:
     import pytest
@@ -40,7 +42,7 @@ def _quote(word: str) -> str:
 class ConformanceRun:
     def __init__(self, values: dict[str, Any]) -> None:
         self.options = values
-        self.records: list[dict[str, Any]] = []
+        self.records: list[CheckRecord] = []
         self._workers: list[dict[str, Any]] = []  # what each pytest-xdist worker reported at its end
         self.versions_shown = False  # the header named the spec versions (serial runs, at collection)
 
@@ -196,26 +198,26 @@ class ConformanceRun:
         message = verdicts.message_of(report)
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             xfailed = bool(getattr(report, "wasxfail", "")) and report.skipped
-            recommended = getattr(report, "ipc_recommended", False)
-            self.records.append({
-                "id": check_id,
-                "outcome": "xfailed" if xfailed else "recommended-failed" if recommended else report.outcome,
-                "message": getattr(report, "ipc_message", "") or message,
-                **({"reason": report.wasxfail} if xfailed else {}),
-            })
+            outcome = Outcome.XFAILED if xfailed else verdicts.outcome_of(report) or Outcome(report.outcome)
+            self.records.append(CheckRecord(id=check_id, outcome=outcome,
+                                            message=verdicts.prop(report, verdicts.MESSAGE) or message,
+                                            reason=report.wasxfail if xfailed else "",
+                                            note=verdicts.note_of(report)))
         elif report.when == "teardown" and report.failed:
             # An error after the check (e.g. stopping a crashed testee) fails pytest's run: the
             # check's record must say so too, or the summary and the exit status disagree.
-            record = next((r for r in reversed(self.records) if r["id"] == check_id), None)
-            if record is None:
-                self.records.append({"id": check_id, "outcome": "failed", "message": "teardown: " + message})
+            at = next((i for i in reversed(range(len(self.records))) if self.records[i].id == check_id), None)
+            if at is None:
+                self.records.append(CheckRecord(id=check_id, outcome=Outcome.FAILED, message="teardown: " + message))
             else:
-                record.update(outcome="failed", message=f"{record['message']}\nteardown: {message}".strip())
+                before = self.records[at]
+                self.records[at] = msgspec.structs.replace(before, outcome=Outcome.FAILED,
+                                                           message=f"{before.message}\nteardown: {message}".strip())
 
     def record_collection_error(self, report: pytest.CollectReport) -> None:
         # A suite module that cannot be collected runs none of its checks: a failure of the run.
-        self.records.append({"id": COLLECTION_CHECK, "outcome": "failed",
-                             "message": f"{report.nodeid}: {verdicts.message_of(report)}"})
+        self.records.append(CheckRecord(id=COLLECTION_CHECK, outcome=Outcome.FAILED,
+                                        message=f"{report.nodeid}: {verdicts.message_of(report)}"))
 
     # -- the implementation's side: meta and pickle residue, from each process that ran checks --
     def worker_output(self) -> Optional[dict[str, Any]]:
@@ -252,11 +254,11 @@ class ConformanceRun:
         return first["meta"], residue, Path(first["expectations_path"])
 
     @staticmethod
-    def _newer_than_target(meta: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, int]:
+    def _newer_than_target(meta: dict[str, Any], records: list[CheckRecord]) -> dict[str, int]:
         """family -> how many checks of this run are newer than the implementation's target."""
         from conformance import spec_versions
 
-        return dict(sorted(spec_versions.newer_checks((r["id"] for r in records), meta["target_spec_version"]).items()))
+        return dict(sorted(spec_versions.newer_checks((r.id for r in records), meta["target_spec_version"]).items()))
 
     def final_versions_line(self) -> str:
         """The versions line for a run whose header could not show it (the pytest-xdist controller
@@ -265,7 +267,7 @@ class ConformanceRun:
             return ""  # shown already, or nothing loaded the implementation (no line worth starting it for)
         meta = self._merged()[0]
         catalogue = self._workers[0].get("catalogue", []) if self._workers else self.catalogue_lines()
-        return "\n".join([self.versions_line([r["id"] for r in self.records], meta["target_spec_version"]),
+        return "\n".join([self.versions_line([r.id for r in self.records], meta["target_spec_version"]),
                           *catalogue])
 
     # -- the end: files, a rewritten list --
@@ -275,20 +277,19 @@ class ConformanceRun:
         if not self.records:
             return
         # Sorted by id: a parallel run finishes checks in another order than a serial one.
-        records = self.records = sorted(self.records, key=lambda r: r["id"])
+        records = self.records = sorted(self.records, key=lambda r: r.id)
         meta, residue, path = self._merged()
         meta["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
         meta["newer_than_target"] = self._newer_than_target(meta, records)
         if self.options["report"]:
-            Path(self.options["report"]).write_text(
-                json.dumps(report.results_json(meta, records, residue), indent=1))
+            Path(self.options["report"]).write_text(encode_results(report.results_json(meta, records, residue)))
         if self.options["report_dir"]:
             report.write_all(Path(self.options["report_dir"]), meta, records, residue)
         if not self.options["fix_expectations"]:
             return
-        # A harness error can never be an expected failure: it is not written into the list.
-        failing = {r["id"]: r["message"] for r in records if r["outcome"] in ("failed", "xfailed")
-                   and not verdicts.asks_to_fix_the_list(r["message"])
-                   and not r["message"].startswith(HARNESS_ERROR)}
+        # A harness error can never be an expected failure, nor can a listed check that passed:
+        # neither is written into the list.
+        failing = {r.id: r.message for r in records if r.outcome in (Outcome.FAILED, Outcome.XFAILED)
+                   and r.note not in (Note.LISTED_BUT_PASSED, Note.HARNESS_ERROR)}
         expectations.write(path, failing, expectations.load(path),
                            f"expected failures of {meta['impl']} against {meta['manifest']}")

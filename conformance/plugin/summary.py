@@ -2,30 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Sequence
+
+from conformance.records import CheckRecord, Note, Outcome, counts
 
 NOT_REPRODUCED = "listed generated failure not reproduced this run"
 
 
-def expected_line(records: list[dict[str, Any]], strict_flag: str = "--strict") -> str:
+def expected_line(records: Sequence[CheckRecord], strict_flag: str = "--strict") -> str:
     """The line before the summary: what failed without failing the run (strict_flag: the
     user's flag that makes them fail it)."""
-    line = f"expected failures: {sum(r['outcome'] == 'xfailed' for r in records)}"
-    unreproduced = sum(r["message"] == NOT_REPRODUCED for r in records)
+    c = counts(records)
+    line = f"expected failures: {c.xfailed}"
+    unreproduced = sum(r.note is Note.NOT_REPRODUCED for r in records)
     if unreproduced:
         line += f", listed generated failures not reproduced: {unreproduced}"
-    recommended = sum(r["outcome"] == "recommended-failed" for r in records)
-    if recommended:
-        line += f", recommended checks failed: {recommended} (fail the run with {strict_flag})"
+    if c.recommended_failed:
+        line += f", recommended checks failed: {c.recommended_failed} (fail the run with {strict_flag})"
     return line
 
 
-def counts(records: list[dict[str, Any]]) -> dict[str, int]:
-    """passed / failed / skipped as the summary line counts them: expected failures and
-    recommended checks that failed are none of these (the line before counts them)."""
-    return {k: sum(r["outcome"] == k for r in records) for k in ("passed", "failed", "skipped")}
+def recommended_lines(records: Sequence[CheckRecord], strict_flag: str = "--strict") -> list[str]:
+    """One line per Recommended check that failed: its id and its message's first line."""
+    return [f"RECOMMENDED FAILED {r.id} - Recommended check failed (fails with {strict_flag}): "
+            + (r.message.strip().splitlines() or [""])[0]
+            for r in records if r.outcome is Outcome.RECOMMENDED_FAILED]
 
 
-def summary_line(records: list[dict[str, Any]]) -> str:
+def summary_line(records: Sequence[CheckRecord]) -> str:
+    """passed / failed / skipped: expected failures and recommended checks that failed are none
+    of these (the line before counts them)."""
     c = counts(records)
-    return f"conformance: {c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped"
+    return f"conformance: {c[Outcome.PASSED]} passed, {c[Outcome.FAILED]} failed, {c[Outcome.SKIPPED]} skipped"

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from conformance.paths import data_root
+from conformance.records import Outcome
 from reference_tools.proof.runs import Job, run_batches, snapshot
 
 MUTATION_DOC = data_root() / "docs" / "mutation.md"
@@ -73,7 +74,7 @@ def _run_pass(mutants: Sequence[tuple[str, str, str]], selection: Optional[str],
     results = {}
     for batch, outcome_list in zip(batches, outcomes):
         for job, outcome in zip(batch, outcome_list):
-            failed = tuple(sorted(c for c, o in outcome.items() if o == "failed" and c.startswith("Required.")))
+            failed = tuple(sorted(c for c, o in outcome.items() if o is Outcome.FAILED and c.startswith("Required.")))
             results[job.impl] = (failed, len(outcome))
     return results
 

@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from conformance.paths import data_root
+from conformance.records import Outcome, load_results
 
 #: outcomes that count as "the check caught it"
-FAILING = frozenset({"failed", "recommended-failed"})
+FAILING = frozenset({Outcome.FAILED, Outcome.RECOMMENDED_FAILED})
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def snapshot(target: Path) -> Path:
     return target
 
 
-def run_batch(jobs: Sequence[Job], *, timeout: float = 3600, root: Optional[Path] = None) -> list[dict[str, str]]:
+def run_batch(jobs: Sequence[Job], *, timeout: float = 3600, root: Optional[Path] = None) -> list[dict[str, Outcome]]:
     """Run the jobs in one worker process; for each job, check id -> outcome ({} when the run
     produced no report: nothing selected, or the implementation failed to load)."""
     with tempfile.TemporaryDirectory(prefix="ipc-proof-") as tmp:
@@ -101,7 +102,7 @@ def run_batch(jobs: Sequence[Job], *, timeout: float = 3600, root: Optional[Path
         for job in jobs:
             path = Path(job.report)
             if path.exists():
-                out.append({r["id"]: r["outcome"] for r in json.loads(path.read_text())["results"]})
+                out.append({r.id: r.outcome for r in load_results(path).results})
             else:
                 out.append({})
         if not any(out) and proc.returncode:
@@ -111,7 +112,7 @@ def run_batch(jobs: Sequence[Job], *, timeout: float = 3600, root: Optional[Path
 
 
 def run_batches(batches: Sequence[Sequence[Job]], workers: int = 2, root: Optional[Path] = None
-                ) -> list[list[dict[str, str]]]:
+                ) -> list[list[dict[str, Outcome]]]:
     """Several worker processes at once (2 by default: CI machines have 2 cores)."""
     with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(lambda b: run_batch(b, root=root), batches))

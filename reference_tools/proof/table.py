@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Mapping, Optional, Sequence
 
 from conformance.paths import data_root
+from conformance.records import Outcome
 from reference_tools.proof.requirement_map import CLAUSES, EXEMPT, NO_TESTEE_PATH, VIOLATIONS, Clause, Violation
 from reference_tools.proof.runs import FAILING, Job, run_batches
 from reference_tools.proof.spec_requirements import Requirement, parse
@@ -131,7 +132,7 @@ def prove(run: bool = True) -> list[Row]:
                 got = outcomes.get(name, {})
                 v = VIOLATIONS[name]
                 # every check the violation must fail fails on it and passes on the reference
-                complete = all(got.get(c) in FAILING and reference.get(c) == "passed" for c in v.must_fail)
+                complete = all(got.get(c) in FAILING and reference.get(c) is Outcome.PASSED for c in v.must_fail)
                 caught[name] = tuple(c for c in v.must_fail if matches(c, clause.checks)) if complete else ()
             unmatched = tuple(p for p in clause.checks if not any(fnmatch.fnmatchcase(c, p) for c in collected))
             rows.append(Row(req, clause, unmatched, caught if run else {}))
