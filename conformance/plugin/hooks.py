@@ -9,8 +9,6 @@ record outcomes and write reports (RunHooks) registered; each hands off to the r
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import pytest
@@ -157,9 +155,25 @@ class RunHooks:
         if check_id is not None:
             from conformance.plugin import verdicts
 
-            verdicts.judge(self.run, check_id, report, call)
+            verdicts.judge(self.run, check_id, report, call, item)
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_report_teststatus(self, report: pytest.TestReport) -> Optional[tuple[str, str, str]]:
+        """A Recommended check that failed (outside --strict) is counted by pytest under its own
+        category and letter, as the conformance summary counts it: neither a skip nor a failure."""
+        from conformance.plugin import verdicts
+        from conformance.records import Outcome
+
+        if report.when == "call" and verdicts.outcome_of(report) is Outcome.RECOMMENDED_FAILED:
+            return verdicts.RECOMMENDED_STATUS
+        return None
+
+    @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Before pytest's --junitxml writer sees the report: its testcase is named by the check id.
+        from conformance.plugin.junit import name_testcase
+
+        name_testcase(self.config, report)
         self.run.record(report)
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -177,21 +191,19 @@ class RunHooks:
         else:
             self.run.finish()
 
-    def pytest_unconfigure(self) -> None:
-        # pytest's --junitxml file is written by now (at session finish, on the controller only).
-        xmlpath = getattr(self.config.option, "xmlpath", None)
-        if xmlpath and not hasattr(self.config, "workerinput") and os.path.isfile(xmlpath):
-            from conformance.plugin.junit import name_by_check_id
-
-            name_by_check_id(Path(xmlpath))
-
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         versions = self.run.final_versions_line()
         if versions:
             terminalreporter.write_line(versions)
         # `ipc-conformance run` prints the lines itself, as the very last lines.
+        from conformance.plugin.summary import expected_line, recommended_lines, summary_line
+
+        shown = recommended_lines(self.run.records, self.run.flag_for("strict"))
+        if shown:  # what pytest's -r summary shows of failures, for the checks it counts on their own
+            terminalreporter.write_sep("=", "recommended checks failed")
+            for line in shown:
+                terminalreporter.write_line(line)
         if self.run.records and not self.run.via_cli:
-            from conformance.plugin.summary import expected_line, summary_line
 
             terminalreporter.write_line(expected_line(self.run.records, self.run.flag_for("strict")))
             terminalreporter.write_line(summary_line(self.run.records))

@@ -1,18 +1,28 @@
 """A check's verdict after pytest's: the expected-failure list, the check's level and
-harness errors turn a raw pass/fail into what the run reports (set on the TestReport, so
-it travels from a pytest-xdist worker to the controller with the report)."""
+harness errors turn a raw pass/fail into what the run reports.
+
+The verdict's data (its message, a Recommended failure, a note such as 'listed but passed')
+travels as the test's user properties, pytest's own channel for them: set on the report and
+the item, it crosses from a pytest-xdist worker to the controller with the reports and
+reaches the JUnit XML as the testcase's <properties>."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional
 
 from conformance.plugin.checks import HARNESS_ERROR, harness_error
 from conformance.plugin.summary import NOT_REPRODUCED
+from conformance.records import Note, Outcome
 
 if TYPE_CHECKING:
     import pytest
 
     from conformance.plugin.run import ConformanceRun
+
+#: user property names of a verdict
+MESSAGE, OUTCOME, NOTE = "ipc_message", "ipc_outcome", "ipc_note"
+#: pytest's report category (the terminal's count, its letter and word) of a Recommended failure
+RECOMMENDED_STATUS = ("recommended failed", "R", "RECOMMENDED FAILED")
 
 
 def fix_hint(run: ConformanceRun) -> str:
@@ -20,9 +30,27 @@ def fix_hint(run: ConformanceRun) -> str:
     return f"({command} {run.flag_for('fix-expectations')})"
 
 
-def asks_to_fix_the_list(message: str) -> bool:
-    """Whether a failure is 'listed but passed' (it never goes into a rewritten list)."""
-    return message.endswith("fix-expectations)")
+def _set(report: pytest.TestReport, item: Optional[pytest.Item], name: str, value: str) -> None:
+    """A verdict property on the report (what the run records) and on the item (what its later
+    reports, the teardown's among them, carry into the JUnit XML)."""
+    for props in (report.user_properties, *([item.user_properties] if item is not None else [])):
+        props[:] = [(k, v) for k, v in props if k != name] + [(name, value)]
+
+
+def prop(report: Any, name: str) -> str:
+    """A verdict property of a report ('' when unset)."""
+    return next((str(v) for k, v in reversed(getattr(report, "user_properties", ())) if k == name), "")
+
+
+def outcome_of(report: Any) -> Optional[Outcome]:
+    """The outcome the verdict set, where it differs from pytest's own (a Recommended failure)."""
+    value = prop(report, OUTCOME)
+    return Outcome(value) if value else None
+
+
+def note_of(report: Any) -> Optional[Note]:
+    value = prop(report, NOTE)
+    return Note(value) if value else None
 
 
 def message_of(report: Any) -> str:
@@ -74,19 +102,25 @@ def _newer_note(run: ConformanceRun, check_id: str) -> str:
     return spec_versions.failure_note(check_id, run.target_spec)
 
 
-def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo) -> None:
+def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo,
+          item: Optional[pytest.Item] = None) -> None:
     """Rewrite the call-phase report of check `check_id` into the run's verdict."""
-    _judge(run, check_id, report, call)
-    if call.excinfo is not None and (report.failed or getattr(report, "ipc_recommended", False)):
-        message = _with_schema_hint(run, check_id, report, getattr(report, "ipc_message", "") or message_of(report))
-        report.ipc_message = _with_replay(run, check_id, report, message)
+    def put(name: str, value: str) -> None:
+        _set(report, item, name, value)
+
+    _judge(run, check_id, report, call, put)
+    if call.excinfo is not None and (report.failed or outcome_of(report) is Outcome.RECOMMENDED_FAILED):
+        message = _with_schema_hint(run, check_id, report, prop(report, MESSAGE) or message_of(report))
+        put(MESSAGE, _with_replay(run, check_id, report, message))
 
 
-def _judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo) -> None:
+def _judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo,
+           put: Any) -> None:
     if report.failed and harness_error(call.excinfo.value if call.excinfo else None):
         # The testee crashed, hung or broke the protocol: no verdict on the check was
         # reached, so this is a failure whatever the check's level or the list says.
-        report.ipc_message = HARNESS_ERROR + message_of(report)
+        put(MESSAGE, HARNESS_ERROR + message_of(report))
+        put(NOTE, Note.HARNESS_ERROR.value)
         return
     expected = run.expectations.get(check_id)
     if expected is None:
@@ -94,17 +128,19 @@ def _judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: 
         if newer:
             # Newer than the spec version the implementation targets: it fails all the same
             # (SPEC §15), and says which version added it.
-            report.ipc_message = f"{message_of(report)} {newer}"
+            put(MESSAGE, f"{message_of(report)} {newer}")
             report.longrepr = f"{report.longrepr}\n{newer}"
         if report.failed and check_id.startswith("Recommended.") and not run.options["strict"]:
-            # Recommended: reported and counted on its own, but only fails the run in strict
-            # mode, so pytest sees it as skipped (its exit status then agrees with the summary).
-            report.ipc_message = getattr(report, "ipc_message", "") or message_of(report)
-            report.ipc_recommended = True
+            # Recommended: reported and counted on its own (pytest_report_teststatus gives it its
+            # own category and letter), but only fails the run in strict mode. Like an xfail its
+            # pytest outcome is the non-failing 'skipped', so the exit status agrees with the
+            # summary; the (file, line, reason) form is what JUnit's <skipped> shows.
+            message = prop(report, MESSAGE) or message_of(report)
+            put(MESSAGE, message)
+            put(OUTCOME, Outcome.RECOMMENDED_FAILED.value)
             report.outcome = "skipped"
             strict = run.flag_for("strict")
-            report.longrepr = (str(report.location[0]), 0,
-                               f"Recommended check failed (fails with {strict}): {report.ipc_message}")
+            report.longrepr = (str(report.location[0]), 0, f"Recommended check failed (fails with {strict}): {message}")
         return
     reason = expected.explains(message_of(report)) if report.failed else None
     each = _differences_of(call) if report.failed else []
@@ -116,23 +152,25 @@ def _judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: 
     if reason is not None:
         report.outcome = "skipped"
         report.wasxfail = reason
-        report.ipc_message = call.excinfo.exconly() if call.excinfo else ""
+        put(MESSAGE, call.excinfo.exconly() if call.excinfo else "")
     elif report.passed and ".Generated." in check_id:
         # A search that met no counterexample proves nothing (even derandomized, hypothesis
         # bounds its effort by time, so a loaded machine draws less): noted, never failed.
-        report.ipc_message = NOT_REPRODUCED
+        put(MESSAGE, NOT_REPRODUCED)
+        put(NOTE, Note.NOT_REPRODUCED.value)
     elif report.passed:
         report.outcome = "failed"
         fix = "remove it" if expected.own else "narrow the globs of " + expected.describe()
         report.longrepr = f"{check_id} is listed in {run.expectations_path} but passed: {fix} {fix_hint(run)}"
+        put(NOTE, Note.LISTED_BUT_PASSED.value)
     elif unexplained:
         listed = (f"(listed in {run.expectations_path} as failing with: {expected.describe()}; "
                   f"{len(each) - len(unexplained)} of its {len(each)} differences are, these are not:\n    "
                   + "\n    ".join(unexplained) + ")")
-        report.ipc_message = f"{message_of(report)}\n  {listed}"
+        put(MESSAGE, f"{message_of(report)}\n  {listed}")
         report.longrepr = f"{report.longrepr}\n{listed}"
     else:
         # Keep the actual error in front: the list only tells what was expected instead.
         listed = f"(listed in {run.expectations_path} as failing with: {expected.describe()})"
-        report.ipc_message = f"{message_of(report)}\n  {listed}"
+        put(MESSAGE, f"{message_of(report)}\n  {listed}")
         report.longrepr = f"{report.longrepr}\n{listed}"
