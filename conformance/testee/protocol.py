@@ -22,19 +22,20 @@ skipped, "payload" (bytes, for payload), "message" (text, for the others)}.
 from __future__ import annotations
 
 import struct
-from typing import Any, BinaryIO, Iterable, Optional
+from typing import Any, BinaryIO, Iterable, Optional, get_args
 
 import msgspec
 
 from conformance import spec_versions
+from conformance.testee import frames
 
 #: the version this runner asks for; it also speaks every earlier one (spec/testee.md 2.1)
 PROTOCOL = 2
 PROTOCOLS = (1, 2)
 #: how a testee holds tensors (handshake member `tensors`, protocol 2): in a device runtime
 #: such as torch, or as values (shape, dtype, device string, bytes), as every non-Python one does
-TENSOR_KINDS = ("runtime", "values")
-RESULTS = ("payload", "parse_error", "serialize_error", "runtime_error", "skipped")
+TENSOR_KINDS: tuple[str, ...] = get_args(frames.TensorKind)
+RESULTS: tuple[str, ...] = get_args(frames.ResultKind)
 REQUIRED_OPS = ("decode", "encode")
 OPTIONAL_OPS = ("http", "receive", "unwrap", "define")
 
@@ -135,32 +136,33 @@ def _where(frames_before: Optional[int]) -> str:
     return "before its first frame" if frames_before == 0 else f"after frame {frames_before}"
 
 
-def _str_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+def _frame(message: dict, kind: type, name: str) -> None:
+    """Validate a frame through its struct (conformance/testee/frames.py): a malformed one is
+    one line naming the frame and the member, e.g. `$.implementation.version`."""
+    try:
+        msgspec.convert(message, kind)
+    except msgspec.ValidationError as exc:
+        where = str(exc).replace("`", "'")  # msgspec quotes names in backticks, the runner's messages as 'name'
+        raise ProtocolError(f"malformed '{name}' frame from the testee: {where}") from None
 
 
 def check_started(message: Any) -> dict:
-    """Validate the answer to `start`; returns it."""
+    """Validate the answer to `start` (frames.Started); returns it."""
     if not isinstance(message, dict) or message.get("type") != "started":
         raise ProtocolError(f"expected a 'started' answer to 'start', got {message!r:.200}")
     if message.get("protocol") not in PROTOCOLS:
         raise ProtocolError(f"testee speaks protocol {message.get('protocol')!r}; this runner speaks "
                             f"{', '.join(map(str, PROTOCOLS))}")
-    impl = message.get("implementation")
-    if not isinstance(impl, dict) or not isinstance(impl.get("name"), str) or not isinstance(impl.get("version"), str):
-        raise ProtocolError("'started' needs implementation {name, version} as strings")
-    if not isinstance(message.get("manifest"), str):
-        raise ProtocolError("'started' needs the id of the manifest the implementation claims ('manifest')")
-    transports = message.get("transports", ["msgpack"])
-    if not _str_list(transports) or not set(transports) <= {"msgpack", "pickle"} or not transports:
-        raise ProtocolError(f"'transports' must be a non-empty subset of [msgpack, pickle], got {transports!r:.200}")
-    ops = message.get("ops", list(REQUIRED_OPS))
-    if not _str_list(ops) or not set(REQUIRED_OPS) <= set(ops):
-        raise ProtocolError(f"'ops' must be a list of strings including {list(REQUIRED_OPS)}, got {ops!r:.200}")
     tensors = message.get("tensors")
     if message["protocol"] >= 2 and tensors not in TENSOR_KINDS:
         raise ProtocolError(f"protocol 2 needs 'tensors', one of {', '.join(TENSOR_KINDS)} "
                             f"(how the testee holds tensors), got {tensors!r:.100}")
+    _frame(message, frames.Started, "started")
+    if not message.get("transports", ["msgpack"]):
+        raise ProtocolError("'transports' must be a non-empty subset of [msgpack, pickle], got []")
+    ops = message.get("ops", list(REQUIRED_OPS))
+    if not set(REQUIRED_OPS) <= set(ops):
+        raise ProtocolError(f"'ops' must be a list of strings including {list(REQUIRED_OPS)}, got {ops!r:.200}")
     spec_version(message)
     return message
 
@@ -178,15 +180,12 @@ def spec_version(started: dict) -> str:
 
 
 def check_result(message: Any, request_id: int) -> dict:
+    """Validate an answer to request `request_id` (frames.Result); returns it."""
     if not isinstance(message, dict):
         raise ProtocolError(f"expected a result map, got {message!r:.200}")
     if message.get("id") != request_id:
         raise ProtocolError(f"answer carries id {message.get('id')!r}, the request had {request_id}")
-    kind = message.get("result")
-    if kind not in RESULTS:
-        raise ProtocolError(f"result {kind!r} is not one of {', '.join(RESULTS)}")
-    if kind == "payload" and not isinstance(message.get("payload"), (bytes, bytearray)):
+    _frame(message, frames.Result, "result")
+    if message["result"] == "payload" and message.get("payload") is None:
         raise ProtocolError("a payload result needs 'payload' as msgpack bin")
-    if "view" in message and not isinstance(message["view"], str):
-        raise ProtocolError("'view' is the JSON view as text (msgpack str)")
     return message
