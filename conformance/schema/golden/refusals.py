@@ -18,10 +18,10 @@ from __future__ import annotations
 import base64
 import json
 import struct as _struct
-from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Annotated, Any, Callable, Iterator, Literal, Optional, Union
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from conformance.schema.golden import view as jview
 from conformance.schema.manifest import Manifest
@@ -29,59 +29,54 @@ from conformance.schema.manifest.model import StructSpec
 from conformance.schema.manifest.typeexpr import T
 from conformance.schema.msgpack_headers import read_head
 
-__all__ = ["FILE", "FORMAT", "Refusal", "build", "corpus_text", "load"]
+__all__ = ["FILE", "FORMAT", "Corpus", "Refusal", "build", "corpus_text", "load"]
 
 FILE = "refusals.json"
-FORMAT = 1
-TRANSPORT = "msgpack"
+FORMAT: Literal[1] = 1
+TRANSPORT: Literal["msgpack"] = "msgpack"
 #: result names of the testee protocol (spec/testee.md) a refusal must answer with
-CATEGORY = {"decode": "parse_error", "encode": "serialize_error"}
+CATEGORY: dict[str, Literal["parse_error", "serialize_error"]] = {"decode": "parse_error", "encode": "serialize_error"}
 PER_KIND = 2  # (struct, field) pairs per field type kind
 MISSING_REQUIRED = 10  # structs with a too-short array
 TRUNCATIONS = 40  # prefixes per truncated vector
 
 
-@dataclass(frozen=True)
-class Refusal:
-    """One input that MUST be refused. `payload` (decode) is the msgpack bytes; `view`
-    (encode) is the JSON view (§13.3) of a value whose encoding MUST fail."""
+class Refusal(msgspec.Struct, frozen=True, kw_only=True):
+    """One input that MUST be refused: `payload` (decode) is the msgpack bytes, hex in the file;
+    `view` (encode) is the JSON view (§13.3) of a value whose encoding MUST fail."""
 
     id: str  # <Struct or family subject>.<Case>: unique in the file, the check id's tail
     family: str
-    requirement: str
-    kind: str  # decode | encode
+    struct: Optional[str]
+    field: Optional[str]
+    requirement: str  # the SPEC requirement id the case proves, e.g. R-MSG-5
+    kind: Literal["decode", "encode"]
+    transport: Literal["msgpack"] = TRANSPORT
+    category: Literal["parse_error", "serialize_error"]  # the testee protocol's result it must answer with
+    payload_hex: Union[Annotated[str, msgspec.Meta(pattern="^([0-9a-f]{2})*$")], UnsetType] = msgspec.field(
+        default=UNSET, name="payload")  # decode: the bytes to decode, hex
+    view: Any = UNSET  # encode: the JSON view of the value to encode
     why: str
-    struct: Optional[str] = None
-    field: Optional[str] = None
-    payload: Optional[bytes] = None
-    view: Any = None
+
+    def __post_init__(self) -> None:
+        if self.category != CATEGORY[self.kind]:
+            raise ValueError(f"{self.id}: a {self.kind} case is refused with {CATEGORY[self.kind]}")
+        if (self.payload_hex is UNSET) != (self.kind == "encode") or (self.view is UNSET) != (self.kind == "decode"):
+            raise ValueError(f"{self.id}: a decode case has a payload, an encode case a view")
 
     @property
-    def transport(self) -> str:
-        return TRANSPORT
+    def payload(self) -> Optional[bytes]:
+        return None if isinstance(self.payload_hex, UnsetType) else bytes.fromhex(self.payload_hex)
 
-    @property
-    def category(self) -> str:
-        return CATEGORY[self.kind]
 
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "id": self.id, "family": self.family, "struct": self.struct, "field": self.field,
-            "requirement": self.requirement, "kind": self.kind, "transport": self.transport,
-            "category": self.category,
-        }
-        if self.kind == "decode":
-            out["payload"] = (self.payload or b"").hex()
-        else:
-            out["view"] = self.view
-        out["why"] = self.why
-        return out
+class Corpus(msgspec.Struct, kw_only=True):
+    """golden/<manifest id>/refusals.json."""
 
-    @classmethod
-    def from_json(cls, item: dict[str, Any]) -> "Refusal":
-        return cls(id=item["id"], family=item["family"], requirement=item["requirement"], kind=item["kind"],
-                   why=item["why"], struct=item.get("struct"), field=item.get("field"),
-                   payload=bytes.fromhex(item["payload"]) if "payload" in item else None, view=item.get("view"))
+    format: Literal[1]
+    manifest: str
+    manifest_sha256: str  # of the manifest file the cases were derived from
+    generated_by: str
+    cases: list[Refusal]
 
 
 # -- raw msgpack: decode keeping extensions, encode back, raw str bytes ---------------
@@ -193,8 +188,11 @@ class _Builder:
 
     def add(self, id: str, family: str, requirement: str, why: str, *, struct: Optional[str] = None,
             field: Optional[str] = None, payload: Optional[bytes] = None, view: Any = None) -> None:
-        kind = "decode" if view is None else "encode"
-        self.out.append(Refusal(id, family, requirement, kind, why, struct, field, payload, view))
+        kind: Literal["decode", "encode"] = "decode" if view is None else "encode"
+        self.out.append(Refusal(id=id, family=family, struct=struct, field=field, requirement=requirement, kind=kind,
+                                category=CATEGORY[kind], why=why,
+                                payload_hex=(payload or b"").hex() if kind == "decode" else UNSET,
+                                view=view if kind == "encode" else UNSET))
 
     def replaced(self, struct: str, index: int, value: Any) -> bytes:
         raw = self.typical(struct)
@@ -672,10 +670,15 @@ def build(manifest: Manifest, vector: Callable[[str], bytes]) -> list[Refusal]:
 
 def corpus_text(manifest: Manifest, vector: Callable[[str], bytes], digest: str, generated_by: str) -> str:
     cases = build(manifest, vector)
-    doc = {"format": FORMAT, "manifest": manifest.id, "manifest_sha256": digest, "generated_by": generated_by,
-           "cases": [c.to_json() for c in cases]}
-    return json.dumps(doc, indent=1, ensure_ascii=True) + "\n"
+    doc = Corpus(format=FORMAT, manifest=manifest.id, manifest_sha256=digest, generated_by=generated_by, cases=cases)
+    # The standard json module writes it: ASCII only, one member a line, as the file always was.
+    return json.dumps(msgspec.to_builtins(doc), indent=1, ensure_ascii=True) + "\n"
 
 
 def load(text: str) -> list[Refusal]:
-    return [Refusal.from_json(item) for item in json.loads(text)["cases"]]
+    """The cases of a refusals.json, validated through the Corpus struct (a ValueError naming the member)."""
+    try:
+        return msgspec.convert(json.loads(text), Corpus).cases
+    except msgspec.ValidationError as exc:
+        where = str(exc).replace("`", "'")  # msgspec quotes names in backticks, the tool's messages as 'name'
+        raise ValueError(f"not a refusals.json: {where}") from None
