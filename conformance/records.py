@@ -16,7 +16,7 @@ from typing import Annotated, Iterable, Optional, Union
 
 import msgspec
 
-from conformance.errors import UsageError
+from conformance.errors import UsageError, invalid_member
 
 
 def _doc(text: str) -> msgspec.Meta:
@@ -148,9 +148,8 @@ def decode_results(text: Union[str, bytes], source: str = "results.json") -> Res
     try:
         return msgspec.convert(data, Results)
     except msgspec.ValidationError as exc:
-        # msgspec quotes names in backticks; the tool's messages quote them as 'name'
-        where = str(exc).replace("`", "'")
-        raise ResultsFileError(f"{source}: not a results.json of `ipc-conformance run`: {where}") from None
+        problem = invalid_member(exc)
+        raise ResultsFileError(f"{source}: not a results.json of `ipc-conformance run`: {problem}") from None
 
 
 def load_results(path: Union[str, Path]) -> Results:

@@ -58,7 +58,7 @@ GOOD_HELLO = {"type": "started", "protocol": 1, "implementation": {"name": "x", 
     ({"protocol": 3}, "protocol 3"),
     ({"protocol": 2}, "needs 'tensors'"),  # protocol 2 says how the testee holds tensors
     ({"protocol": 2, "tensors": "gpu"}, "needs 'tensors'"),
-    ({"implementation": {"name": "x"}}, r"malformed 'started' frame.*'version' - at '\$\.implementation'"),
+    ({"implementation": {"name": "x"}}, r"malformed 'started' frame.*'implementation': .*field 'version'"),
     ({"manifest": None}, "manifest"),
     ({"transports": ["json"]}, "transports"),
     ({"ops": ["decode"]}, "ops"),
@@ -81,9 +81,9 @@ def test_both_protocol_versions_are_spoken():
 def test_result_answers_are_validated():
     assert protocol.check_result({"id": 3, "result": "payload", "payload": b"x"}, 3)["payload"] == b"x"
     for bad, message in (({"id": 4, "result": "payload", "payload": b""}, "id 4"),
-                         ({"id": 3, "result": "ok"}, r"malformed 'result' frame.*'ok' - at '\$\.result'"),
+                         ({"id": 3, "result": "ok"}, r"malformed 'result' frame.*'result': Invalid enum value 'ok'"),
                          ({"id": 3, "result": "payload"}, "needs 'payload'"),
-                         ({"id": 3, "result": "payload", "payload": b"", "view": b"{}"}, r"'bytes' - at '\$\.view'")):
+                         ({"id": 3, "result": "payload", "payload": b"", "view": b"{}"}, r"'view': .*got 'bytes'")):
         with pytest.raises(protocol.ProtocolError, match=message):
             protocol.check_result(bad, 3)
 

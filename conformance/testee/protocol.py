@@ -27,6 +27,7 @@ from typing import Any, BinaryIO, Iterable, Optional, get_args
 import msgspec
 
 from conformance import spec_versions
+from conformance.errors import invalid_member
 from conformance.testee import frames
 
 #: the version this runner asks for; it also speaks every earlier one (spec/testee.md 2.1)
@@ -138,12 +139,11 @@ def _where(frames_before: Optional[int]) -> str:
 
 def _frame(message: dict, kind: type, name: str) -> None:
     """Validate a frame through its struct (conformance/testee/frames.py): a malformed one is
-    one line naming the frame and the member, e.g. `$.implementation.version`."""
+    one line naming the frame and the member, e.g. 'implementation.version'."""
     try:
         msgspec.convert(message, kind)
     except msgspec.ValidationError as exc:
-        where = str(exc).replace("`", "'")  # msgspec quotes names in backticks, the runner's messages as 'name'
-        raise ProtocolError(f"malformed '{name}' frame from the testee: {where}") from None
+        raise ProtocolError(f"malformed '{name}' frame from the testee: {invalid_member(exc)}") from None
 
 
 def check_started(message: Any) -> dict:

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Callable, Iterator, Literal, Optional, Union
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from conformance.errors import invalid_member
 from conformance.schema.golden import view as jview
 from conformance.schema.manifest import Manifest
 from conformance.schema.manifest.model import StructSpec
@@ -680,5 +681,4 @@ def load(text: str) -> list[Refusal]:
     try:
         return msgspec.convert(json.loads(text), Corpus).cases
     except msgspec.ValidationError as exc:
-        where = str(exc).replace("`", "'")  # msgspec quotes names in backticks, the tool's messages as 'name'
-        raise ValueError(f"not a refusals.json: {where}") from None
+        raise ValueError(f"not a refusals.json: {invalid_member(exc)}") from None
