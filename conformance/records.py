@@ -149,7 +149,7 @@ def decode_results(text: Union[str, bytes], source: str = "results.json") -> Res
         return msgspec.convert(data, Results)
     except msgspec.ValidationError as exc:
         problem = invalid_member(exc)
-        raise ResultsFileError(f"{source}: not a results.json of `ipc-conformance run`: {problem}") from None
+        raise ResultsFileError(f"{source}: {problem} (is this a results.json of `ipc-conformance run`?)") from None
 
 
 def load_results(path: Union[str, Path]) -> Results:

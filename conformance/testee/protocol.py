@@ -137,7 +137,7 @@ def _where(frames_before: Optional[int]) -> str:
     return "before its first frame" if frames_before == 0 else f"after frame {frames_before}"
 
 
-def _frame(message: dict, kind: type, name: str) -> None:
+def _frame(message: dict[str, Any], kind: type, name: str) -> None:
     """Validate a frame through its struct (conformance/testee/frames.py): a malformed one is
     one line naming the frame and the member, e.g. 'implementation.version'."""
     try:
