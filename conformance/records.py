@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import json
 from pathlib import Path
-from typing import Annotated, Iterable, Optional, Union
+from typing import Annotated, Iterable, Optional, Protocol, TypeVar, Union, overload
 
 import msgspec
 
@@ -95,12 +95,29 @@ class Counts(msgspec.Struct):
         return self.passed + self.failed + self.xfailed + self.recommended_failed + self.skipped
 
 
-def counts(records: Iterable[CheckRecord]) -> Counts:
-    """Checks per outcome (the one count: summary line, reports, badge and results.json use it)."""
+class HasOutcome(Protocol):
+    """A record of one check, as any reader of results holds it."""
+
+    @property
+    def outcome(self) -> Outcome: ...
+
+
+C = TypeVar("C", bound=Counts)
+
+
+@overload
+def counts(records: Iterable[HasOutcome]) -> Counts: ...
+@overload
+def counts(records: Iterable[HasOutcome], into: type[C]) -> C: ...
+
+
+def counts(records: Iterable[HasOutcome], into: type[Counts] = Counts) -> Counts:
+    """Checks per outcome (the one count: summary line, reports, site, badge and results.json use it);
+    `into` a subclass that shows them (the site's)."""
     out = {o: 0 for o in Outcome}
     for r in records:
         out[r.outcome] += 1
-    return Counts(**{o.name.lower(): n for o, n in out.items()})
+    return into(**{o.name.lower(): n for o, n in out.items()})
 
 
 class Residue(msgspec.Struct):
@@ -110,7 +127,7 @@ class Residue(msgspec.Struct):
     wrapped: Annotated[dict[str, int], _doc("type name -> objects of it pickled into a PickleWrapper")] = {}
 
 
-class Results(msgspec.Struct, omit_defaults=True):
+class Results(msgspec.Struct, omit_defaults=True, kw_only=True):
     """results.json: the run's metadata, its count per outcome, the pickle residue, one record per check.
     Members other than `impl` and `results` are absent from files of older versions of the suite."""
 
@@ -127,7 +144,7 @@ class Results(msgspec.Struct, omit_defaults=True):
     newer_than_target: Annotated[Optional[dict[str, int]], _doc("check family -> checks newer than the target")] = None
     counts: Optional[Counts] = None
     residue: Optional[Residue] = None
-    results: list[CheckRecord] = []
+    results: list[CheckRecord]
 
 
 class ResultsFileError(UsageError):

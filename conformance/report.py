@@ -12,12 +12,10 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Optional
 
-import msgspec
-
 from conformance.records import CheckRecord, Counts, Outcome, Residue, Results, counts, encode_results
 from conformance.site import single_run_html
 from conformance.site.badge import endpoint
-from conformance.site.model import Record, count, problem_groups, read_record, sort_areas
+from conformance.site.model import Record, count, problem_groups, sort_areas
 
 __all__ = ["badge", "compare", "counts", "html_report", "markdown", "results_json", "write_all"]
 
@@ -55,7 +53,7 @@ def _area_table(records: list[Record]) -> list[str]:
 
     def row(name: str, recs: list[Record]) -> str:
         c = count(recs)
-        cells = [getattr(c, o.name.lower()) for o, _ in _COLUMNS]
+        cells = [c[o] for o, _ in _COLUMNS]
         return f"| {name} | " + " | ".join(str(n) if n else "" for n in cells) + " |"
 
     lines += [row(f"{level}.{area}", by_area[level, area]) for level, area in sort_areas(by_area)]
@@ -76,7 +74,7 @@ def _groups(title: str, records: list[Record], outcomes: tuple[Outcome, ...], no
     for (level, area), groups in by_area.items():
         lines += ["", f"### {level}.{area} ({sum(len(g.records) for g in groups)})", ""]
         for g in groups:
-            lines.append(f"- **{len(g.records)} ×** {Outcome(g.outcome).word}: {_code(g.first_line)}")
+            lines.append(f"- **{len(g.records)} ×** {g.outcome.word}: {_code(g.first_line)}")
             lines += [f"  - listed because: {reason}" for reason in g.reasons]
             more = len(g.ids) - SHOWN_IDS
             lines.append("  - " + ", ".join(f"`{i}`" for i in g.ids[:SHOWN_IDS])
@@ -86,7 +84,7 @@ def _groups(title: str, records: list[Record], outcomes: tuple[Outcome, ...], no
 
 def markdown(meta: dict[str, Any], records: list[CheckRecord], residue: Optional[dict[str, Any]] = None) -> str:
     """report.md: the run's counts, a table per area, then the failures grouped by first line."""
-    recs = [read_record(r, "report") for r in _as_maps(records)]
+    recs = [Record.of(r) for r in records]
     c = counts(records)
     lines = [
         f"# Conformance of {meta['impl']} against {meta['manifest']}",
@@ -114,20 +112,15 @@ def markdown(meta: dict[str, Any], records: list[CheckRecord], residue: Optional
     return "\n".join(lines) + "\n"
 
 
-def _as_maps(records: list[CheckRecord]) -> list[dict[str, Any]]:
-    """The records as results.json holds them: what the site's model reads."""
-    return [msgspec.to_builtins(r) for r in records]
-
-
 def html_report(meta: dict[str, Any], records: list[CheckRecord],
                 residue: Optional[dict[str, Any]] = None) -> str:
     """report.html: the report site's page for one implementation, in one file."""
-    return single_run_html(meta, _as_maps(records), residue)
+    return single_run_html(meta, records, residue)
 
 
 def badge(records: list[CheckRecord]) -> dict[str, Any]:
     """badge.json, a shields.io endpoint: red on any Required failure, orange on Recommended ones only."""
-    return endpoint(r.outcome.value for r in records)
+    return endpoint(records)
 
 
 def results_json(meta: dict[str, Any], records: list[CheckRecord],

@@ -15,12 +15,14 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import markupsafe
+import msgspec
 import pytest
 
 from conformance.cli import main
+from conformance.records import CheckRecord, Outcome, ResultsFileError
 from conformance.requirements import index
 from conformance.site import badge, single_run_html
-from conformance.site.model import ResultsError, load_all
+from conformance.site.model import load_all
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -153,14 +155,18 @@ def test_check_page_says_what_the_check_tests(site):
     assert 'R-TRN-1 <span class="tag fail">MUST</span>' in requirements  # untested here, still listed
 
 
+def _checks(*outcomes: str) -> list[CheckRecord]:
+    return [CheckRecord(id=f"Required.A.S{i}.N", outcome=Outcome(o), message="") for i, o in enumerate(outcomes)]
+
+
 def test_badge_is_red_on_one_required_failure_orange_on_recommended_only():
     clean = ["passed"] * 40 + ["xfailed", "skipped"]
-    assert badge.endpoint(clean)["color"] == "brightgreen"
-    assert badge.endpoint([*clean, "recommended-failed"])["color"] == "orange"
-    one = badge.endpoint([*clean, "recommended-failed", "failed"])
+    assert badge.endpoint(_checks(*clean))["color"] == "brightgreen"
+    assert badge.endpoint(_checks(*clean, "recommended-failed"))["color"] == "orange"
+    one = badge.endpoint(_checks(*clean, "recommended-failed", "failed"))
     assert one == {"schemaVersion": 1, "label": "ipc conformance", "message": "41/43, 1 recommended failing",
                    "color": "red"}
-    assert 'fill="#e05d44"' in badge.svg([*clean, "failed"])  # the SVG the pages show: red
+    assert 'fill="#e05d44"' in badge.svg(_checks(*clean, "failed"))  # the SVG the pages show: red
 
 
 def test_failures_group_by_first_line_required_first(tmp_path):
@@ -208,14 +214,15 @@ def test_bad_results_name_file_and_field(tmp_path, capsys):
     err = capsys.readouterr().err
     assert str(broken) in err and "results[0]" in err and "'outcome'" in err
     broken.write_text(json.dumps({"impl": "x"}))
-    with pytest.raises(ResultsError, match=f"{re.escape(str(broken))}: missing field 'results'"):
+    with pytest.raises(ResultsFileError, match=f"{re.escape(str(broken))}: .*'results'"):
         load_all([broken])
-    with pytest.raises(ResultsError, match="nothing.json: cannot read results"):
+    with pytest.raises(ResultsFileError, match="nothing.json: cannot read results"):
         load_all([tmp_path / "nothing.json"])
 
 
 def test_single_run_report_is_the_implementation_page():
-    page = single_run_html({"impl": "bad-2.0", "manifest": "sglang-0.5.23", "transport": "both"}, FAILING)
+    page = single_run_html({"impl": "bad-2.0", "manifest": "sglang-0.5.23", "transport": "both"},
+                           msgspec.convert(FAILING, list[CheckRecord]))
     assert "<style>" in page and 'rel="stylesheet"' not in page  # one file: opens anywhere
     assert 'id="f-Required.RoundTrip.AbortReq.Identical.msgpack.minimal"' in page
     assert 'href="../' not in page and "checks/" not in page  # no links into a site that is not there

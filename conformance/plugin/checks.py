@@ -54,13 +54,14 @@ def is_check(function: Any) -> bool:
 def _axis_values(ipc: Session, axis: str, cases: Mapping[str, AxisValues]) -> Sequence[Any]:
     if axis in cases:
         return list(cases[axis](ipc))
-    return {
+    builtin: dict[str, Callable[[], Sequence[Any]]] = {
         "struct": lambda: ipc.message_names,
         "live_struct": lambda: ipc.all_message_names,
         "transport": lambda: list(ipc.transports),
         "variant": lambda: list(ipc.variants),
         "primitive": lambda: list(PRIMITIVE_SAMPLES),
-    }[axis]()
+    }
+    return builtin[axis]()
 
 
 def parametrize(metafunc: pytest.Metafunc, ipc: Session) -> None:

@@ -148,7 +148,7 @@ class RunHooks:
         return E2ETogetherScheduling(config, log)
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         outcome = yield
         report = outcome.get_result()
         check_id = check_id_of(report.nodeid) if report.when == "call" else None

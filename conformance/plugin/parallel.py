@@ -24,7 +24,7 @@ def group_of(nodeid: str) -> str:
     return nodeid
 
 
-class E2ETogetherScheduling(LoadGroupScheduling):
+class E2ETogetherScheduling(LoadGroupScheduling):  # type: ignore[misc]  # xdist ships no type information
     def _split_scope(self, nodeid: str) -> str:
         group = group_of(nodeid)
         return group if group == E2E_GROUP else super()._split_scope(nodeid)

@@ -49,7 +49,7 @@ class ConformanceRun:
     @property
     def via_cli(self) -> bool:
         """Started by `ipc-conformance run` (it prints the summary itself)."""
-        return self.options["summary"] == "caller"
+        return bool(self.options["summary"] == "caller")
 
     def flag_for(self, name: str) -> str:
         """The flag its user typed: --strict for `ipc-conformance run`, --ipc-strict under pytest."""

@@ -59,7 +59,7 @@ def message_of(report: Any) -> str:
         return ""
     crash = getattr(report.longrepr, "reprcrash", None)
     if crash is not None:
-        return crash.message
+        return str(crash.message)
     if isinstance(report.longrepr, (tuple, list)):  # skipped: (file, line, reason)
         return str(report.longrepr[2])
     return str(report.longrepr).splitlines()[-1] if report.longrepr else ""
@@ -89,7 +89,7 @@ def _with_schema_hint(run: ConformanceRun, check_id: str, report: pytest.TestRep
     return f"{message}\n{hint}"
 
 
-def _differences_of(call: pytest.CallInfo) -> list[str]:
+def _differences_of(call: pytest.CallInfo[None]) -> list[str]:
     """The first line each difference of a suite failure (conformance/suite/failure.py) would
     have had alone; [] for any other failure."""
     failure = getattr(call.excinfo.value, "ipc_failure", None) if call.excinfo else None
@@ -102,7 +102,7 @@ def _newer_note(run: ConformanceRun, check_id: str) -> str:
     return spec_versions.failure_note(check_id, run.target_spec)
 
 
-def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo,
+def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo[None],
           item: Optional[pytest.Item] = None) -> None:
     """Rewrite the call-phase report of check `check_id` into the run's verdict."""
     def put(name: str, value: str) -> None:
@@ -114,7 +114,7 @@ def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: p
         put(MESSAGE, _with_replay(run, check_id, report, message))
 
 
-def _judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo,
+def _judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: pytest.CallInfo[None],
            put: Any) -> None:
     if report.failed and harness_error(call.excinfo.value if call.excinfo else None):
         # The testee crashed, hung or broke the protocol: no verdict on the check was

@@ -6,18 +6,16 @@ from __future__ import annotations
 import html
 from typing import Any, Iterable
 
-from conformance.site.model import Counts
+from conformance.records import HasOutcome, counts
 
 #: shields.io's named colours, the ones `endpoint` chooses from.
 COLOURS = {"brightgreen": "#4c1", "orange": "#fe7d37", "red": "#e05d44"}
 
 
-def endpoint(outcomes: Iterable[str]) -> dict[str, Any]:
+def endpoint(records: Iterable[HasOutcome]) -> dict[str, Any]:
     """shields.io endpoint JSON: red on any failure that fails the run (a Required check, a harness
     error), orange when only Recommended checks failed, green when clean; listed failures count as ok."""
-    c = Counts()
-    for outcome in outcomes:
-        c.add(outcome)
+    c = counts(records)
     ran = c.total - c.skipped
     ok = c.passed + c.xfailed  # a recommended check that failed is not ok
     colour = "red" if c.failed else "orange" if c.recommended_failed else "brightgreen"
@@ -30,9 +28,9 @@ def _width(text: str) -> int:
     return int(len(text) * 6.5) + 20
 
 
-def svg(outcomes: Iterable[str]) -> str:
+def svg(records: Iterable[HasOutcome]) -> str:
     """The badge `endpoint` describes (label, message, colour) as an SVG image."""
-    b = endpoint(outcomes)
+    b = endpoint(records)
     label, message = b["label"], b["message"]
     colour = COLOURS.get(b["color"], "#9f9f9f")
     lw, mw = _width(label), _width(message)

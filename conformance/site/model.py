@@ -6,30 +6,33 @@ for the overview and the matrices, and by (level, area, name) for the per-check 
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+import msgspec
+
+from conformance import records as results_file
+from conformance.records import PROBLEMS, CheckRecord, Outcome
 from conformance.requirements import Proven, index
 
-#: Outcomes that are a problem a reader should see, worst first.
-PROBLEMS = ("failed", "recommended-failed", "xfailed")
 LEVELS = ("Required", "Recommended")
-
-
-class ResultsError(ValueError):
-    """A results.json the site cannot read; the message names the file and the field."""
 
 
 @dataclass(frozen=True)
 class Record:
+    """One check of a run, with what the site reads off its id."""
+
     id: str
-    outcome: str
+    outcome: Outcome
     message: str = ""
     reason: str = ""
+
+    @classmethod
+    def of(cls, check: CheckRecord) -> "Record":
+        return cls(id=check.id, outcome=check.outcome, message=check.message, reason=check.reason)
 
     @property
     def parts(self) -> list[str]:
@@ -78,21 +81,8 @@ class Record:
         return len(self.message.strip().splitlines()) > 4
 
 
-@dataclass
-class Counts:
-    passed: int = 0
-    failed: int = 0
-    xfailed: int = 0
-    recommended_failed: int = 0
-    skipped: int = 0
-
-    def add(self, outcome: str) -> None:
-        attr = outcome.replace("-", "_")
-        setattr(self, attr, getattr(self, attr, 0) + 1)
-
-    @property
-    def total(self) -> int:
-        return self.passed + self.failed + self.xfailed + self.recommended_failed + self.skipped
+class Counts(results_file.Counts):
+    """The checks per outcome (conformance.records.counts), as the site colours and lists them."""
 
     @property
     def state(self) -> str:
@@ -107,9 +97,10 @@ class Counts:
 
     def parts(self) -> list[tuple[str, str, int, str]]:
         """(state, symbol, count, word) of each non-zero outcome, in reading order."""
-        out = [("pass", "✓", self.passed, "passed"), ("fail", "✗", self.failed, "failed"),
-               ("warn", "!", self.recommended_failed, "recommended checks failed"),
-               ("warn", "≈", self.xfailed, "expected failures"), ("skip", "–", self.skipped, "skipped")]
+        out = [(STATE[o], o.symbol, self[o], word) for o, word in (
+            (Outcome.PASSED, "passed"), (Outcome.FAILED, "failed"),
+            (Outcome.RECOMMENDED_FAILED, "recommended checks failed"),
+            (Outcome.XFAILED, "expected failures"), (Outcome.SKIPPED, "skipped"))]
         return [p for p in out if p[2]]
 
 
@@ -117,7 +108,7 @@ class Counts:
 class FailureGroup:
     """Records of one area, with one outcome, whose messages start with the same line."""
 
-    outcome: str
+    outcome: Outcome
     first_line: str
     records: list[Record]
 
@@ -134,22 +125,24 @@ class FailureGroup:
         return list(dict.fromkeys(r.reason for r in self.records if r.reason))
 
 
-def group(records: Iterable[Record], outcomes: tuple[str, ...] = PROBLEMS) -> list[FailureGroup]:
+def group(records: Iterable[Record], outcomes: tuple[Outcome, ...] = PROBLEMS) -> list[FailureGroup]:
     """Records with these outcomes grouped by (outcome, first line): worst outcome first, then the
     biggest group, then by the first check id."""
     rank = {o: i for i, o in enumerate(outcomes)}
-    found: dict[tuple[str, str], list[Record]] = defaultdict(list)
+    found: dict[tuple[Outcome, str], list[Record]] = defaultdict(list)
     for r in sorted((r for r in records if r.outcome in rank), key=lambda r: r.id):
         found[r.outcome, r.first_line].append(r)
     groups = [FailureGroup(outcome, line, recs) for (outcome, line), recs in found.items()]
     return sorted(groups, key=lambda g: (rank[g.outcome], -len(g.records), g.first.id))
 
 
+#: The colour (CSS class) of a cell or chip for each outcome.
+STATE = {Outcome.PASSED: "pass", Outcome.FAILED: "fail", Outcome.XFAILED: "warn", Outcome.RECOMMENDED_FAILED: "warn",
+         Outcome.SKIPPED: "skip"}
+
+
 def count(records: Iterable[Record]) -> Counts:
-    c = Counts()
-    for r in records:
-        c.add(r.outcome)
-    return c
+    return results_file.counts(records, Counts)
 
 
 def slugify(text: str) -> str:
@@ -210,7 +203,7 @@ class Run:
             self._by_area = dict(out)
         return self._by_area
 
-    def groups(self, outcomes: tuple[str, ...] = PROBLEMS) -> dict[tuple[str, str], list[FailureGroup]]:
+    def groups(self, outcomes: tuple[Outcome, ...] = PROBLEMS) -> dict[tuple[str, str], list[FailureGroup]]:
         """The problems of each area (Required areas first) grouped by their message's first line."""
         return problem_groups(self.records, outcomes)
 
@@ -236,41 +229,25 @@ def _quote(word: str) -> str:
     return word if re.fullmatch(r"[A-Za-z0-9_.:/=@+-]+", word) else "'" + word.replace("'", "'\\''") + "'"
 
 
-def read_record(raw: Any, where: str) -> Record:
-    """One entry of results.json's 'results' (ResultsError, naming `where`, when it is not one)."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("id"), str) or not isinstance(raw.get("outcome"), str):
-        raise ResultsError(f"{where}: each entry of 'results' needs a string 'id' and 'outcome', got {raw!r:.120}")
-    return Record(id=raw["id"], outcome=raw["outcome"], message=str(raw.get("message") or ""),
-                  reason=str(raw.get("reason") or ""))
+def run_of(results: results_file.Results, source: Path) -> Run:
+    """A run of the site from a results.json's struct."""
+    meta = {k: v for k, v in msgspec.to_builtins(results).items() if k not in ("results", "counts")}
+    return Run(source=source, impl=results.impl, manifest=results.manifest or "?",
+               transport=results.transport or "both", records=[Record.of(r) for r in results.results], meta=meta)
 
 
 def load(path: Path) -> Run:
-    """One results.json (as `ipc-conformance run --report-dir` writes it), or the folder holding it."""
+    """One results.json (as `ipc-conformance run --report-dir` writes it), or the folder holding it;
+    ResultsFileError (one line naming the file and the field) when it is not one."""
     path = Path(path)
-    if path.is_dir():
-        path = path / "results.json"
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ResultsError(f"{path}: cannot read results: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ResultsError(f"{path}: expected a JSON object with 'impl' and 'results'")
-    for key in ("impl", "results"):
-        if key not in data:
-            raise ResultsError(f"{path}: missing field {key!r} (is this a results.json of `ipc-conformance run`?)")
-    if not isinstance(data["results"], list):
-        raise ResultsError(f"{path}: field 'results' must be a list of records")
-    records = [read_record(r, f"{path}: results[{i}]") for i, r in enumerate(data["results"])]
-    meta = {k: v for k, v in data.items() if k not in ("results", "counts")}
-    return Run(source=Path(path), impl=str(data["impl"]), manifest=str(data.get("manifest", "?")),
-               transport=str(data.get("transport", "both")), records=records, meta=meta)
+    return run_of(results_file.load_results(path), path / "results.json" if path.is_dir() else path)
 
 
 def load_all(paths: Iterable[Path]) -> list[Run]:
     """Runs in the order given, each with a unique slug and a title that tells it from the others."""
     runs = [load(Path(p)) for p in paths]
     if not runs:
-        raise ResultsError("no results.json given")
+        raise results_file.ResultsFileError("no results.json given")
     seen: dict[str, int] = defaultdict(int)
     for run in runs:
         run.title = run.impl
@@ -299,7 +276,7 @@ def area_keys(runs: list[Run]) -> list[tuple[str, str]]:
     return sort_areas(k for run in runs for k in run.by_area())
 
 
-def problem_groups(records: Iterable[Record], outcomes: tuple[str, ...] = PROBLEMS
+def problem_groups(records: Iterable[Record], outcomes: tuple[Outcome, ...] = PROBLEMS
                    ) -> dict[tuple[str, str], list[FailureGroup]]:
     """Records with these outcomes by (level, area), Required areas first, each area's grouped by
     (outcome, first line)."""
@@ -358,7 +335,7 @@ def checks(runs: list[Run]) -> list[CheckView]:
         rows = []
         for instance in sorted(instances):
             cells = {run.slug: instances[instance].get(run.slug) for run in runs}
-            outcomes = {c.outcome if c else None for c in cells.values()}
+            outcomes: set[Optional[Outcome]] = {c.outcome if c else None for c in cells.values()}
             if outcomes & set(PROBLEMS) or len(outcomes) > 1:
                 rows.append((instance, cells))
         ids = {r.id for cells in instances.values() for r in cells.values()}

@@ -12,10 +12,12 @@ from typing import Any, Iterable, Optional
 import jinja2
 
 from conformance import __version__
+from conformance.records import CheckRecord, Outcome
 from conformance.requirements import Proven, index
 from conformance.site import badge
 from conformance.site.model import (
     LEVELS,
+    STATE,
     CheckView,
     FailureGroup,
     Record,
@@ -26,15 +28,12 @@ from conformance.site.model import (
     count,
     load_all,
     matrix,
-    read_record,
 )
 
 HERE = Path(__file__).resolve().parent
 CSS = HERE / "style.css"
-SYMBOL = {"passed": "✓", "failed": "✗", "xfailed": "≈", "recommended-failed": "!", "skipped": "–"}
-STATE = {"passed": "pass", "failed": "fail", "xfailed": "warn", "recommended-failed": "warn", "skipped": "skip"}
-WORD = {"passed": "passed", "failed": "failed", "xfailed": "expected failure",
-        "recommended-failed": "recommended check failed", "skipped": "skipped"}
+SYMBOL = {o: o.symbol for o in Outcome}
+WORD = {o: o.word for o in Outcome}
 
 
 @dataclass
@@ -54,10 +53,9 @@ def matrix_cell(records: list[Record], fail_href: str = "") -> tuple[str, list[C
     if c.passed == len(records):
         axes = ", ".join(r.axes for r in records if r.axes)
         return "pass", [CellItem("✓", "", "pass", None, f"passed{': ' + axes if axes else ''}")]
-    items = [CellItem(SYMBOL.get(r.outcome, "?"), r.axes, STATE.get(r.outcome, "none"),
-                      f"{fail_href}#f-{r.id}" if r.outcome in WORD and r.outcome not in ("passed", "skipped") else None,
-                      f"{r.axes or r.id}: {WORD.get(r.outcome, r.outcome)}")
-             for r in records if r.outcome != "passed"]
+    items = [CellItem(r.outcome.symbol, r.axes, STATE[r.outcome],
+                      f"{fail_href}#f-{r.id}" if r.outcome.problem else None, f"{r.axes or r.id}: {r.outcome.word}")
+             for r in records if r.outcome != Outcome.PASSED]
     if c.passed:
         items.insert(0, CellItem("✓", str(c.passed), "pass", None, f"{c.passed} passed"))
     return c.state, items
@@ -99,12 +97,12 @@ def implementation_page(env: jinja2.Environment, run: Run, *, root: str, standal
                         inline_css: str = "", common: Optional[dict[str, Any]] = None) -> str:
     by_area = run.by_area()
     keys = area_keys([run])
-    failures = run.groups(("failed", "recommended-failed"))
-    expected = run.groups(("xfailed",))
+    failures = run.groups((Outcome.FAILED, Outcome.RECOMMENDED_FAILED))
+    expected = run.groups((Outcome.XFAILED,))
     return env.get_template("implementation.html").render(
         run=run, root=root, standalone=standalone, inline_css=inline_css, areas=keys, by_area=by_area,
         failures=failures, expected=expected,
-        residue=_residue(run), badge_svg=badge.svg(r.outcome for r in run.records),
+        residue=_residue(run), badge_svg=badge.svg(run.records),
         check_page=lambda r: check_page(r.check_key), proves=_proves,
         **(common or _common([run])))
 
@@ -114,12 +112,12 @@ def _proves(g: FailureGroup) -> list[Proven]:
     return index().proves(g.ids)
 
 
-def single_run_html(meta: dict[str, Any], records: list[dict[str, Any]],
+def single_run_html(meta: dict[str, Any], records: list[CheckRecord],
                     residue: Optional[dict[str, Any]] = None) -> str:
     """report.html of one run: the site's page for one implementation, in one file (style inlined)."""
     run = Run(source=Path("results.json"), impl=str(meta.get("impl", "?")), manifest=str(meta.get("manifest", "?")),
               transport=str(meta.get("transport", "both")),
-              records=[read_record(r, "report") for r in records],
+              records=[Record.of(r) for r in records],
               meta={**meta, **({"residue": residue} if residue else {})}, slug="run", title=str(meta.get("impl", "?")))
     return implementation_page(environment(), run, root="", standalone=True, inline_css=CSS.read_text())
 
@@ -160,9 +158,8 @@ def build_site(results: Iterable[Path], out: Path) -> Path:
     views = checks(runs)
     verdicts = {v.key: _verdict(v, runs) for v in views}
     for run in runs:
-        outcomes = [r.outcome for r in run.records]
-        _write(out / "badges" / f"{run.slug}.svg", badge.svg(outcomes))
-        _write(out / "badges" / f"{run.slug}.json", json.dumps(badge.endpoint(outcomes)))
+        _write(out / "badges" / f"{run.slug}.svg", badge.svg(run.records))
+        _write(out / "badges" / f"{run.slug}.json", json.dumps(badge.endpoint(run.records)))
         _write(out / "impl" / f"{run.slug}.html",
                implementation_page(env, run, root="../", standalone=False, common=common))
     for view in views:

@@ -41,7 +41,7 @@ import pytest
 
 from conformance.adapters.base import Adapter
 from conformance.errors import UsageError
-from conformance.schema.golden.catalogue import catalogue_for
+from conformance.schema.golden.catalogue import Catalogue, catalogue_for
 from conformance.schema.golden.view import ViewError, dumps, to_view
 from conformance.schema.manifest import Manifest, load_manifest
 from conformance.testee import protocol
@@ -106,6 +106,8 @@ class _Process:
                                          env=_testee_environment())
         except OSError as exc:
             raise TesteeRuntimeError(f"cannot start testee {shlex.join(argv)}: {exc}") from None
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         self.answers: "queue.Queue[Any]" = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -114,7 +116,7 @@ class _Process:
         frames = 0
         try:
             while True:
-                message = protocol.read_frame(self.proc.stdout, frames_before=frames)
+                message = protocol.read_frame(self.stdout, frames_before=frames)
                 frames += 1
                 self.answers.put(message)
                 if message is None:
@@ -122,9 +124,9 @@ class _Process:
         except Exception as exc:  # noqa: BLE001 - a protocol error of any kind ends the conversation
             self.answers.put(exc)
 
-    def ask(self, message: dict, timeout: Optional[float] = None) -> dict:
+    def ask(self, message: dict[str, Any], timeout: Optional[float] = None) -> dict[str, Any]:
         try:
-            protocol.write_frame(self.proc.stdin, message)
+            protocol.write_frame(self.stdin, message)
         except (BrokenPipeError, OSError, ValueError):
             raise TesteeRuntimeError(f"testee exited (status {self.proc.poll()}){self.stderr_tail()}") from None
         try:
@@ -138,7 +140,8 @@ class _Process:
                                      f"{self.stderr_tail()}")
         if isinstance(answer, Exception):
             raise TesteeRuntimeError(f"{answer}{self.stderr_tail()}")
-        return answer
+        frame: dict[str, Any] = answer
+        return frame
 
     def stderr_tail(self, lines: int = 12) -> str:
         try:
@@ -157,7 +160,7 @@ class _Process:
                 self.proc.wait(timeout=5)
             except (TesteeRuntimeError, subprocess.TimeoutExpired):
                 self.kill()
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self.stdin, self.stdout):
             try:
                 stream.close()
             except OSError:
@@ -179,7 +182,7 @@ class SubprocessAdapter(Adapter):
         self._process: Optional[_Process] = None
         self._defined: set[str] = set()
         #: the last requests sent, for reproducers of failures found after the answers arrived
-        self.recent: "collections.deque[dict]" = collections.deque(maxlen=4)
+        self.recent: "collections.deque[dict[str, Any]]" = collections.deque(maxlen=4)
         #: digests of the testee's recent encode answers: a failure to decode them is named a
         #: decode of its own encode output, not of bytes the runner wrote
         self._encoded: "collections.OrderedDict[bytes, None]" = collections.OrderedDict()
@@ -195,18 +198,19 @@ class SubprocessAdapter(Adapter):
         self.protocol = int(self.hello["protocol"])
         #: how it holds tensors ("runtime", "values"), or None: a protocol-1 testee does not say
         self.tensor_kind: Optional[str] = self.hello.get("tensors")
-        self._last_answer: dict = {}
+        self._last_answer: dict[str, Any] = {}
         self.spec_version = protocol.spec_version(self.hello)
         try:
             self.manifest: Manifest = load_manifest(self.hello["manifest"])
         except UsageError as exc:
             self.close()
             raise TesteeRuntimeError(f"the testee claims manifest {self.hello['manifest']!r}: {exc}") from None
-        self._catalogue = catalogue_for(self.manifest)
+        #: the claimed manifest's reference classes and codec: what judges the testee's bytes
+        self._reference: Catalogue = catalogue_for(self.manifest)
         atexit.register(self.close)
 
     # -- process -------------------------------------------------------------------
-    def _start(self) -> dict:
+    def _start(self) -> dict[str, Any]:
         self._process = _Process(self.argv, self.timeout)
         try:
             hello = protocol.check_started(self._process.ask({"type": "start", "protocol": protocol.PROTOCOL}))
@@ -222,7 +226,7 @@ class SubprocessAdapter(Adapter):
             self._process.stop()
             self._process = None
 
-    def exchange(self, request: dict) -> dict:
+    def exchange(self, request: dict[str, Any]) -> dict[str, Any]:
         """Send one request (it gets the next id) and return the testee's checked answer.
         A testee that died during an earlier request is started afresh first."""
         if self._process is None:
@@ -230,12 +234,14 @@ class SubprocessAdapter(Adapter):
             hello = self._start()
             if hello["manifest"] != self.manifest.id:
                 raise TesteeRuntimeError("the restarted testee claims another manifest")
+        process = self._process
+        assert process is not None  # started above
         self._next_id += 1
         request_id = self._next_id
         try:
-            return protocol.check_result(self._process.ask({**request, "id": request_id}), request_id)
+            return protocol.check_result(process.ask({**request, "id": request_id}), request_id)
         except (TesteeRuntimeError, protocol.ProtocolError) as exc:
-            self._process.kill()
+            process.kill()
             self._process = None
             raise TesteeRuntimeError(str(exc)) from None
 
@@ -283,7 +289,7 @@ class SubprocessAdapter(Adapter):
         requests = list(self.recent)[-count:]
         return "".join(f"\n  request: {describe_request(r)}\n  reproduce: {reproducer(r, self.argv)}" for r in requests)
 
-    def _context(self, request: dict, step: Optional[str] = None) -> str:
+    def _context(self, request: dict[str, Any], step: Optional[str] = None) -> str:
         """Where a failure happened, what was asked, and how to ask it again outside the suite."""
         op = str(request.get("type"))
         return (f"\n  step: {step or STEPS.get(op, op)}"
@@ -292,13 +298,13 @@ class SubprocessAdapter(Adapter):
 
     # -- catalogue: the claimed manifest ------------------------------------------------
     def classes(self) -> Mapping[str, type]:
-        return self._catalogue.classes
+        return self._reference.classes
 
     def live_manifest(self) -> Manifest:
         return self.manifest
 
     def message_types(self) -> Sequence[type]:
-        return [self._catalogue.classes[n] for n in self.manifest.union if n in self.manifest.structs]
+        return [self._reference.classes[n] for n in self.manifest.union if n in self.manifest.structs]
 
     def manifest_id(self) -> str:
         return self.manifest.id
@@ -308,9 +314,9 @@ class SubprocessAdapter(Adapter):
         """The reference decode of bytes the testee answered with."""
         if transport == "pickle":
             return pickle.loads(data)  # the runner trusts the testee it started
-        return self._catalogue.decode(data)
+        return self._reference.decode(data)
 
-    def _answer_value(self, payload: bytes, transport: str, request: dict) -> Any:
+    def _answer_value(self, payload: bytes, transport: str, request: dict[str, Any]) -> Any:
         try:
             return self.local_decode(payload, transport)
         except Exception as exc:  # noqa: BLE001 - any refusal of the testee's bytes fails the check
@@ -351,7 +357,7 @@ class SubprocessAdapter(Adapter):
         return self._request("encode", transport=transport, struct=struct, view=dumps(view))
 
     def decode(self, data: bytes, transport: str) -> Any:
-        request = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
+        request: dict[str, Any] = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
         answer = self._request("decode", self._input_step("decode", data), **request)
         return self._answer_value(answer, transport, {"type": "decode", **request})
 
@@ -364,7 +370,7 @@ class SubprocessAdapter(Adapter):
         if self.protocol < 2:
             raise TesteeSkipped(f"{self.label} speaks testee protocol {self.protocol}: this check judges the decoded "
                                 "value itself, which protocol 2's decode answer carries as 'view' (spec/testee.md)")
-        request = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
+        request: dict[str, Any] = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
         payload = self._request("decode", **request)
         self._answer_value(payload, transport, {"type": "decode", **request})  # the answer must still decode
         text = self._last_answer.get("view")
@@ -380,7 +386,7 @@ class SubprocessAdapter(Adapter):
     def decoded_payload(self, data: bytes, transport: str) -> bytes:
         """The testee's re-encode of `data` as it answered it, unread: for checks that judge the
         bytes themselves (a device string the runner's own decoder cannot hold)."""
-        request = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
+        request: dict[str, Any] = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
         return self._request("decode", **request)
 
     def wrap(self, obj: Any) -> Any:
@@ -390,16 +396,16 @@ class SubprocessAdapter(Adapter):
         if "unwrap" not in self.ops:
             raise TesteeSkipped(f"{self.label} does not offer 'unwrap': its handshake lists no such op "
                                 "(PickleWrapper contents are implementation-private)")
-        data = self._catalogue.encode(obj)
+        data = self._reference.encode(obj)
         return pickle.loads(self._request("unwrap", transport="msgpack", payload=data))
 
     def receive(self, data: bytes, transport: str) -> Any:
-        request = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
+        request: dict[str, Any] = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
         answer = self._request("receive", self._input_step("receive", data), **request)
         return self._answer_value(answer, transport, {"type": "receive", **request})
 
     def validate_http(self, struct: str, json_text: str) -> Any:
-        request = dict(struct=struct, json=json_text)
+        request: dict[str, Any] = dict(struct=struct, json=json_text)
         return self._answer_value(self._request("http", **request), "msgpack", {"type": "http", **request})
 
     def send(self, sock: Any, obj: Any, transport: str, *, zero_copy: bool = False) -> None:

@@ -22,7 +22,7 @@ skipped, "payload" (bytes, for payload), "message" (text, for the others)}.
 from __future__ import annotations
 
 import struct
-from typing import Any, BinaryIO, Iterable, Optional, get_args
+from typing import IO, Any, Iterable, Optional, get_args
 
 import msgspec
 
@@ -59,12 +59,12 @@ class ProtocolError(RuntimeError):
     """The testee broke the protocol: bad framing, an unexpected or malformed answer, EOF."""
 
 
-def pack(message: dict) -> bytes:
+def pack(message: dict[str, Any]) -> bytes:
     body = _encoder.encode(message)
     return _LEN.pack(len(body)) + body
 
 
-def unpack(body: bytes) -> dict:
+def unpack(body: bytes) -> dict[str, Any]:
     # msgspec <= 0.22 raises UnicodeDecodeError for bad UTF-8 and TypeError for unhashable map keys
     try:
         message = _decoder.decode(body)
@@ -75,12 +75,12 @@ def unpack(body: bytes) -> dict:
     return message
 
 
-def write_frame(stream: BinaryIO, message: dict) -> None:
+def write_frame(stream: IO[bytes], message: dict[str, Any]) -> None:
     stream.write(pack(message))
     stream.flush()
 
 
-def read_frame(stream: BinaryIO, frames_before: Optional[int] = None) -> Optional[dict]:
+def read_frame(stream: IO[bytes], frames_before: Optional[int] = None) -> Optional[dict[str, Any]]:
     """One message, or None at a clean end of stream (before a length prefix).
     `frames_before` (frames already read) only makes error messages say where it went wrong."""
     head = stream.read(4)
@@ -118,7 +118,7 @@ def _text_prefix(data: bytes) -> bytes:
     return data[:end]
 
 
-def _available(stream: BinaryIO, limit: int = 200) -> bytes:
+def _available(stream: IO[bytes], limit: int = 200) -> bytes:
     """What the stream holds right now, without waiting for more (for an error message)."""
     read1 = getattr(stream, "read1", None)
     try:
@@ -146,7 +146,7 @@ def _frame(message: dict[str, Any], kind: type, name: str) -> None:
         raise ProtocolError(f"malformed '{name}' frame from the testee: {invalid_member(exc)}") from None
 
 
-def check_started(message: Any) -> dict:
+def check_started(message: Any) -> dict[str, Any]:
     """Validate the answer to `start` (frames.Started); returns it."""
     if not isinstance(message, dict) or message.get("type") != "started":
         raise ProtocolError(f"expected a 'started' answer to 'start', got {message!r:.200}")
@@ -167,7 +167,7 @@ def check_started(message: Any) -> dict:
     return message
 
 
-def spec_version(started: dict) -> str:
+def spec_version(started: dict[str, Any]) -> str:
     """The spec version a testee targets ('spec' in its handshake, SPEC §14), in the table's
     spelling; the current one when it declares none."""
     declared = started.get("spec", spec_versions.CURRENT)
@@ -179,7 +179,7 @@ def spec_version(started: dict) -> str:
         raise ProtocolError(f"'spec': {exc}") from None
 
 
-def check_result(message: Any, request_id: int) -> dict:
+def check_result(message: Any, request_id: int) -> dict[str, Any]:
     """Validate an answer to request `request_id` (frames.Result); returns it."""
     if not isinstance(message, dict):
         raise ProtocolError(f"expected a result map, got {message!r:.200}")

@@ -40,7 +40,7 @@ def replay_dir() -> Path:
     return Path(os.environ.get("IPC_TESTEE_REPLAY_DIR") or Path(tempfile.gettempdir()) / "ipc-conformance-replay")
 
 
-def save_request(request: dict) -> Optional[Path]:
+def save_request(request: dict[str, Any]) -> Optional[Path]:
     """Write one request frame (its id left out) to replay_dir(); None when it cannot be written.
     The name is made of the op, struct, transport and a digest, so a rerun reuses the file."""
     message = {k: v for k, v in request.items() if k != "id"}
@@ -64,7 +64,7 @@ def _short(data: Any, limit: int = 32) -> str:
     return repr(text if len(text) <= 120 else text[:120] + "...")
 
 
-def describe_request(request: dict) -> str:
+def describe_request(request: dict[str, Any]) -> str:
     """One line: op, struct, transport and a short form of the input."""
     fields = [str(request.get("type"))]
     fields += [f"{key}={request[key]}" for key in ("struct", "transport", "name", "base") if request.get(key)]
@@ -74,7 +74,7 @@ def describe_request(request: dict) -> str:
     return " ".join(fields)
 
 
-def reproducer(request: dict, argv: Sequence[str]) -> str:
+def reproducer(request: dict[str, Any], argv: Sequence[str]) -> str:
     """The command line that replays `request` against the same testee command."""
     path = save_request(request)
     if path is None:

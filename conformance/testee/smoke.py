@@ -7,9 +7,11 @@ top-level int; then stop. Run it before the full suite, as Bowtie does.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 from conformance.compare import differences
+from conformance.transport import Transport
 
 __all__ = ["smoke"]
 
@@ -25,15 +27,16 @@ def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], Non
     from conformance.schema.golden.store import vector_paths
     from conformance.schema.manifest import load_manifest
     from conformance.schema.values import ValueBuilder
+    from conformance.testee.adapter import SubprocessAdapter
 
     failures = 0
     passed = 0
 
     def step(name: str, fn: Callable[[], Optional[str]], required: bool = True) -> None:
         nonlocal failures, passed
-        recent = getattr(adapter, "recent", None)  # a cmd: testee's last requests
-        if recent is not None:
-            recent.clear()
+        testee = adapter if isinstance(adapter, SubprocessAdapter) else None  # keeps its last requests
+        if testee is not None:
+            testee.recent.clear()
         try:
             problem = fn()
         except Exception as exc:  # noqa: BLE001 - includes skips: a smoke step must run
@@ -43,8 +46,8 @@ def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], Non
             lines = problem.splitlines()
             out(f"{'FAIL' if required else 'warn'}  {name}: {lines[0][:300]}")
             context = [line.strip() for line in lines[1:] if line.startswith(("  step: ", "  reproduce: "))]
-            if not context and recent:  # the answers came back but were wrong: replay the last request
-                context = [line.strip() for line in adapter.reproducers(1).splitlines()[1:]]
+            if not context and testee is not None and testee.recent:  # the answers were wrong: replay the last
+                context = [line.strip() for line in testee.reproducers(1).splitlines()[1:]]
             for line in context:
                 out(f"      {line}")
         else:
@@ -76,18 +79,18 @@ def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], Non
                 if path is None or "msgpack" not in adapter.transports:
                     continue
 
-                def decodes(path=path, struct=struct, variant=variant) -> Optional[str]:
+                def decodes(path: Path = path, struct: str = struct, variant: str = variant) -> Optional[str]:
                     diffs = differences(instance(struct, variant), adapter.decode(path.read_bytes(), "msgpack"))
                     return "; ".join(diffs[:3]) or None
 
-                def encodes(path=path, struct=struct, variant=variant) -> Optional[str]:
+                def encodes(path: Path = path, struct: str = struct, variant: str = variant) -> Optional[str]:
                     got = adapter.encode(instance(struct, variant), "msgpack")
                     return None if got == path.read_bytes() else f"{len(got)} bytes differ from the golden vector"
 
                 step(f"decode golden {struct}.{variant}", decodes)
                 step(f"encode golden {struct}.{variant} (recommended)", encodes, required=False)
             for transport in adapter.transports:
-                def roundtrip(struct=struct, transport=transport) -> Optional[str]:
+                def roundtrip(struct: str = struct, transport: Transport = transport) -> Optional[str]:
                     value = instance(struct, "typical")
                     again = adapter.decode(adapter.encode(value, transport), transport)
                     diffs = differences(instance(struct, "typical"), again)
@@ -95,8 +98,10 @@ def smoke(impl: str, manifest_id: Optional[str] = None, out: Callable[[str], Non
 
                 step(f"round trip {struct}.typical over {transport}", roundtrip)
         for transport in adapter.transports:
-            step(f"top-level int over {transport}",
-                 lambda t=transport: None if adapter.decode(adapter.encode(-(2**63), t), t) == -(2**63) else "changed")
+            def top_level_int(t: Transport = transport) -> Optional[str]:
+                return None if adapter.decode(adapter.encode(-(2**63), t), t) == -(2**63) else "changed"
+
+            step(f"top-level int over {transport}", top_level_int)
     finally:
         close = getattr(adapter, "close", None)
         if close is not None:

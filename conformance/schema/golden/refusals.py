@@ -105,7 +105,8 @@ def _buffer(code: int, meta: bytes, raw: bytes, *, meta_len: Optional[int] = Non
 # -- what msgpack kinds a manifest type accepts (§3) ----------------------------------
 KINDS = ("nil", "bool", "int", "float", "str", "bin", "array", "map", "ext")
 #: wrong values to try, in order: the first one the field's type does not accept is used
-WRONG = (("str", "wrong"), ("int", 7), ("bin", b"\x01"), ("map", {}), ("bool", True), ("array", []))
+WRONG: tuple[tuple[str, Any], ...] = (("str", "wrong"), ("int", 7), ("bin", b"\x01"), ("map", {}), ("bool", True),
+                                     ("array", []))
 
 
 def _accepts(t: T, manifest: Manifest) -> set[str]:
@@ -182,7 +183,7 @@ class _Builder:
         self.out: list[Refusal] = []
         self.messages = sorted(s.name for s in manifest.messages if s.array_like and s.tag)
 
-    def typical(self, struct: str) -> list:
+    def typical(self, struct: str) -> list[Any]:
         raw = _raw(self._vector(struct))
         assert isinstance(raw, list) and raw and raw[0] == struct, f"{struct}: not a tagged array"
         return raw
@@ -262,6 +263,7 @@ class _Builder:
                     wrong = _wrong_for(nf.type_expr, self.manifest)
                     if wrong is None:
                         continue
+                    edited: Any
                     if isinstance(value, list) and j < len(value):
                         edited = list(value)
                         edited[j] = wrong[1]
@@ -303,7 +305,7 @@ class _Builder:
                 members = self.manifest.enums[t.name].members
                 values = list(members.values())
                 if all(type(v) is int for v in values):
-                    outside: Any = max(values) + 100
+                    outside: Any = max(int(v) for v in values) + 100
                     name = next(iter(members))
                     self.add(f"{spec.name}.EnumName.{f.name}", "enum-value", "R-VAL-4",
                              f"{f.name} is enum {t.name}: the wire carries member values, never the name {name!r}",
@@ -367,13 +369,15 @@ class _Builder:
                 continue
             for name, change, why in (("TupleTooShort", lambda items: items[:-1], "one element short"),
                                       ("TupleTooLong", lambda items: [*items, items[-1]], "one element long")):
-                edited, where, tuple_type = self._with_tuple(f.type_expr, raw[i + 1], f.name, change)
+                changed = self._with_tuple(f.type_expr, raw[i + 1], f.name, change)
+                assert changed is not None  # found without the change: found with it
+                edited, where, tuple_type = changed
                 self.add(f"{spec.name}.{name}.{f.name}", "tuple-length", "R-MSG-11",
                          f"{_render(tuple_type)} holds exactly {len(tuple_type.args)} elements; this array is {why}",
                          struct=spec.name, field=where, payload=self.replaced(spec.name, i, edited))
             return
 
-    def _with_tuple(self, t: T, raw: Any, where: str, change: Callable[[list], list] = lambda items: items,
+    def _with_tuple(self, t: T, raw: Any, where: str, change: Callable[[list[Any]], list[Any]] = lambda items: items,
                     ) -> Optional[tuple[Any, str, T]]:
         """(raw with the first fixed tuple reachable in t set to `change` of a valid tuple, the
         tuple's field path, its type), or None when no fixed tuple is reachable through raw."""
@@ -433,7 +437,7 @@ class _Builder:
             self.add("Message.BaseTag", "tag", "R-MSG-6",
                      f"{bases[0]} is a base of messages, not in the union", struct=bases[0],
                      payload=_pack([bases[0]]))
-        top = (("EmptyArray", [], "an empty array is no struct"),
+        top: tuple[tuple[str, Any, str], ...] = (("EmptyArray", [], "an empty array is no struct"),
                ("Map", {"type": first}, "a map is no message"),
                ("IntArray", [1, 2, 3], "an array whose first element is not a tag"),
                ("Extension", msgspec.msgpack.Ext(1, _struct.pack(">I", 2) + b"\xa1q"), "an extension is no message"))
