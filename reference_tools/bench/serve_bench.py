@@ -101,7 +101,7 @@ class Settings:
     startup_timeout: float = 180.0
     request_timeout: float = 600.0
     server_args: list[str] = field(default_factory=list)
-    profile_dir: Optional[str] = None  # servers write cProfile files under <dir>/c<concurrency>-<transport>
+    profile_dir: Optional[str] = None  # servers write cProfile files under <dir>/c<concurrency>[-json]-<transport>
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -146,7 +146,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, help="first server port (default: free ports)")
     p.add_argument("--server-arg", action="append", default=[], help="extra argument for the server (repeatable)")
     p.add_argument("--profile-dir", help="servers run each process under cProfile, files in "
-                                         "DIR/c<concurrency>-<transport>/ (summary: python -m "
+                                         "DIR/c<concurrency>[-json]-<transport>/ (summary: python -m "
                                          "reference_tools.bench.profiles DIR/*); profiling slows them down")
     p.add_argument("--format", choices=["text", "markdown"], default="text")
     p.add_argument("--json", metavar="FILE", help="write every number as JSON")
@@ -219,7 +219,8 @@ def _free_port() -> int:
 class Server:
     """One reference server process (ipc-conformance serve), started and stopped here."""
 
-    def __init__(self, transport: str, port: int, s: Settings, batch: int, cores: Sequence[int] = ()) -> None:
+    def __init__(self, transport: str, port: int, s: Settings, batch: int, cores: Sequence[int] = (),
+                 label: str = "") -> None:
         self.transport, self.port = transport, port
         self.url = f"http://127.0.0.1:{port}"
         cmd = [sys.executable, "-m", "reference_impl.server", "--ipc-transport", transport, "--port", str(port),
@@ -230,7 +231,7 @@ class Server:
         if s.skip_forward:
             cmd.append("--skip-forward")
         if s.profile_dir:
-            cmd += ["--profile-dir", os.path.join(s.profile_dir, f"c{batch}-{transport}")]
+            cmd += ["--profile-dir", os.path.join(s.profile_dir, f"c{batch}{label}-{transport}")]
         if server_context(s) is not None:
             cmd += ["--context-length", str(server_context(s))]
         cmd += s.server_args
@@ -572,7 +573,8 @@ def _level(s: Settings, stream: bool, concurrency: int, n: int, fixed: dict[str,
             batch = s.max_running_requests or concurrency
             port = s.port
             for transport in s.transports:
-                servers.append(Server(transport, port or _free_port(), s, batch, placement.engine))
+                servers.append(Server(transport, port or _free_port(), s, batch, placement.engine,
+                                      "" if stream else "-json"))
                 if port:
                     port += 1
             targets = {}
