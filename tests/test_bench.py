@@ -260,6 +260,17 @@ def test_wrk_counts_wrong_answers_as_failed():
         lua_script(["]==]"], 1, 3, "/x")
 
 
+def test_client_wrk_without_wrk_is_a_clean_error(monkeypatch, capsys):
+    monkeypatch.setattr(sb, "find_wrk", lambda: None)
+    assert cli_main(["bench", "serve", "--client", "wrk"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --client wrk: wrk is not installed") and "Traceback" not in err
+    parser = __import__("argparse").ArgumentParser()
+    sb.add_arguments(parser)
+    s = sb.settings_from_args(parser.parse_args(["--preset", "ipc"]))
+    assert sb.client_for(s, stream=False) == "python"  # auto: the fallback when wrk is missing
+
+
 def test_placement_and_bottleneck_rules():
     from reference_tools.bench import cpu_share as cs
 
@@ -295,6 +306,11 @@ def test_ipc_preset_serves_without_the_forward_pass():
     sb.add_arguments(parser)
     s = sb.settings_from_args(parser.parse_args(["--preset", "ipc"]))
     assert s.skip_forward and s.concurrency == [1, 256, 1024] and len(s.num_prompts) == 3
+    assert s.streams == [False, True] and s.pin and s.client == "auto" and s.json_prompts_factor > 1
+    only = sb.settings_from_args(parser.parse_args(["--preset", "ipc", "--no-stream", "--num-prompts", "2,2,2"]))
+    assert only.streams == [False] and only.json_prompts_factor == 1  # counts as given
+    assert sb.settings_from_args(parser.parse_args(["--preset", "ipc", "--stream", "--no-pin"])).streams == [True]
+    assert sb.client_for(s, stream=True) == "python"
     server_cmd = sb.Server.__init__.__code__.co_consts  # the flag is passed on to every server
     assert "--skip-forward" in server_cmd
 

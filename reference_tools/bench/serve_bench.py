@@ -19,9 +19,16 @@ measured is scheduling, IPC and detokenization; ``gpu`` is the seed's setting (1
 concurrent, 4096 requests, input 1024, output 200) for a GPU and a real checkpoint
 (``--model``).
 
+The load generator: ``wrk`` (wrk_client.py, a native event loop) for requests answered as one
+JSON when it is installed, the Python client (httpx) for streams (TTFT, ITL) and wherever wrk
+is missing (``--client`` chooses). Each round records the CPU time of the load generator and
+of every engine process, so the report says who bounded the throughput (cpu_share.py); the
+ipc preset pins the load generator to one core and the engine to the others.
+
 Every msgpack/pickle ratio comes with a bootstrap confidence interval over the rounds
 (geometric mean of the per-round ratios) and a verdict: msgpack faster, slower, or not
-distinguishable (then with the number of rounds that would likely separate it).
+distinguishable (then with the number of rounds that would likely separate it), given only
+where the engine was the bottleneck.
 """
 
 from __future__ import annotations
@@ -63,7 +70,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # detokenizer -> tokenizer manager) dominate; answered as one JSON (native client: wrk) and
     # streamed token by token; load generator and engine on separate cores.
     "ipc": dict(concurrency=[1, 256, 1024], num_prompts=[128, 512, 1024], input_len=16, output_len=128, rounds=4,
-                device="cpu", dp_size=1, skip_forward=True, streams=[False, True], pin=True),
+                device="cpu", dp_size=1, skip_forward=True, streams=[False, True], pin=True, json_prompts_factor=4),
     # The seed's measurement (SGLang PR: Qwen3-0.6B on one GPU): needs --model and a GPU.
     "gpu": dict(concurrency=[1, 1024], num_prompts=[64, 4096], input_len=1024, output_len=200, rounds=2,
                 device="cuda", dp_size=1),
@@ -95,6 +102,7 @@ class Settings:
     streams: list[bool] = field(default_factory=lambda: [True])  # True: SSE token stream; False: one JSON answer
     client: str = "auto"  # load generator: wrk, python, auto (wrk for JSON answers when installed)
     pin: bool = False  # load generator and engine on separate cores (cpu_share.plan_placement)
+    json_prompts_factor: int = 1  # JSON-answer levels send this many times the requests (they are quick)
     max_running_requests: Optional[int] = None  # None: each level's concurrency
     context_length: Optional[int] = None  # None: input + output (the built-in model), the model's own otherwise
     port: int = 0  # 0: free ports
@@ -107,8 +115,9 @@ class Settings:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu",
                    help="cpu (default): sized for a small CPU machine and the tiny model; ipc: IPC-bound "
-                        "(servers run --skip-forward; concurrency 1, 256, 1024); gpu: the seed's settings "
-                        "(concurrency 1024, 4096 requests, input 1024, output 200)")
+                        "(servers run --skip-forward; concurrency 1, 256, 1024; output 128; JSON answers "
+                        "through wrk, then streams; load generator and engine pinned to separate cores); "
+                        "gpu: the seed's settings (concurrency 1024, 4096 requests, input 1024, output 200)")
     p.add_argument("--skip-forward", action="store_true", default=None,
                    help="start the servers with --skip-forward (no forward pass; the ipc preset does)")
     p.add_argument("--no-stream", dest="stream", action="store_false", default=None,
@@ -176,6 +185,8 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         s.streams = [args.stream]
     if args.concurrency is not None and args.num_prompts is None:
         s.num_prompts = [max(8, 2 * c) for c in s.concurrency]
+    if args.concurrency is not None or args.num_prompts is not None:
+        s.json_prompts_factor = 1  # the counts asked for, as given
     s.urls = list(args.url)
     s.transports = list(dict.fromkeys(args.transport)) or list(TRANSPORTS)
     s.server_args = list(args.server_arg)
@@ -544,6 +555,7 @@ def run(s: Settings, log: Optional[Callable[[str], None]] = None) -> dict:
         cpu_share.pin_self(placement.client)  # the load generator (this process, wrk) on its core
         for stream in s.streams:
             for concurrency, n in zip(s.concurrency, s.num_prompts):
+                n = n if stream else n * s.json_prompts_factor
                 levels.append(_level(s, stream, concurrency, n, fixed, info, placement, say))
     finally:
         os.sched_setaffinity(0, own_affinity)
