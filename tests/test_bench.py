@@ -222,6 +222,14 @@ def test_bench_serve_with_wrk_pinned(tmp_path, capsys):
     placement = report["meta"]["placement"]
     if len(os.sched_getaffinity(0)) > 1:
         assert placement["pinned"] and "pinned: load generator on core" in out
+    # A saved report renders again (bottlenecks decided by the current rules); a bad file: exit 2.
+    from reference_tools.bench import serve_render
+
+    assert serve_render.main([str(path), "--format", "markdown"]) == 0
+    again = capsys.readouterr().out
+    assert "| bottleneck |" in again and "concurrency 4 (json, wrk): bottleneck" in again
+    assert serve_render.main([str(tmp_path / "missing.json")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
 
 
 def test_wrk_counts_wrong_answers_as_failed():
@@ -282,6 +290,10 @@ def test_placement_and_bottleneck_rules():
     assert cs.bottleneck(0.1, 0.9) == "engine"
     assert cs.bottleneck(0.05, 0.3) == "engine (latency)"
     assert cs.bottleneck(0.4, 0.3) == "unclear" and cs.bottleneck(None, 0.9) == "unclear"
+    # The engine's cores full while other processes hold part of them: still the engine's side.
+    assert cs.bottleneck(0.3, 0.36, 0.98) == "engine (cores shared)" and cs.bottleneck(0.3, 0.36, 0.5) == "unclear"
+    assert cs.level_bottleneck([{"client_of_its_cores": 0.1, "engine_of_its_cores": 0.9, "engine_cores_busy": 1.0},
+                                {"client_of_its_cores": 0.1, "engine_of_its_cores": 0.7}]) == "engine"
     assert cs.engine_bound("engine (latency)") and not cs.engine_bound("client")
     now = cs.core_times()
     assert now and all(total >= busy for busy, total in now.values())

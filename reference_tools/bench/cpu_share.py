@@ -17,6 +17,10 @@ from typing import Optional, Sequence
 SATURATED = 0.5
 # Below this share the load generator is idle enough that it cannot be what limits a round.
 CLIENT_IDLE = 0.25
+# Cores this busy (every process on them) have no time left: when the engine's are, and the load
+# generator is not saturated, the engine's side bounds the round even if other processes (the
+# neighbours on a shared machine) took part of its cores.
+CORES_FULL = 0.9
 
 
 @dataclass(frozen=True)
@@ -97,19 +101,34 @@ def busy_share(before: dict[int, tuple[float, float]], after: dict[int, tuple[fl
     return busy / total if total > 0 else None
 
 
-def bottleneck(client_share: Optional[float], engine_share: Optional[float]) -> str:
+def bottleneck(client_share: Optional[float], engine_share: Optional[float],
+               engine_cores_busy: Optional[float] = None) -> str:
     """Who bounded a round, from the shares of the cores each side may use (0..1): 'client',
-    'engine', 'engine (latency)' (nobody saturated, the client idle: the engine's pipeline
-    latency sets the pace) or 'unclear'."""
+    'engine', 'engine (cores shared)' (the engine's cores full, other processes holding part of
+    them), 'engine (latency)' (nobody saturated, the client idle: the engine's pipeline latency
+    sets the pace) or 'unclear'."""
     if client_share is None or engine_share is None:
         return "unclear"
     if client_share >= SATURATED and client_share >= engine_share:
         return "client"
     if engine_share >= SATURATED:
         return "engine"
+    if engine_cores_busy is not None and engine_cores_busy >= CORES_FULL:
+        return "engine (cores shared)"
     if client_share < CLIENT_IDLE:
         return "engine (latency)"
     return "unclear"
+
+
+def level_bottleneck(shares: list[dict]) -> str:
+    """The bottleneck of a level from its transports' pooled shares (their means)."""
+    shares = [sh for sh in shares if sh]
+
+    def mean(key: str) -> Optional[float]:
+        values = [sh[key] for sh in shares if sh.get(key) is not None]
+        return sum(values) / len(values) if values else None
+
+    return bottleneck(mean("client_of_its_cores"), mean("engine_of_its_cores"), mean("engine_cores_busy"))
 
 
 def engine_bound(verdict: str) -> bool:

@@ -470,7 +470,8 @@ def pool_shares(runs: Sequence[dict]) -> dict:
     out = {"client": client, "processes": processes, "engine": engine,
            "client_of_its_cores": client / client_cores, "engine_of_its_cores": engine / engine_cores,
            "engine_cores_busy": sum(busy) / len(busy) if busy else None}
-    out["bottleneck"] = cpu_share.bottleneck(out["client_of_its_cores"], out["engine_of_its_cores"])
+    out["bottleneck"] = cpu_share.bottleneck(out["client_of_its_cores"], out["engine_of_its_cores"],
+                                             out["engine_cores_busy"])
     return out
 
 
@@ -620,7 +621,7 @@ def _level(s: Settings, stream: bool, concurrency: int, n: int, fixed: dict[str,
             server.stop()
     level = {"concurrency": concurrency, "num_prompts": n, "stream": stream, "client": client,
              "transports": {t: pool(runs[t], raw[t]) for t in order}}
-    level["bottleneck"] = pool_shares([r for t in order for r in runs[t]]).get("bottleneck", "unclear")
+    level["bottleneck"] = cpu_share.level_bottleneck([m.get("shares", {}) for m in level["transports"].values()])
     if "pickle" in runs and "msgpack" in runs:
         level["ratios"] = _ratios(runs["pickle"], runs["msgpack"])
     return level

@@ -8,7 +8,7 @@ import json
 import math
 from typing import Callable, Optional
 
-from reference_tools.bench.cpu_share import engine_bound
+from reference_tools.bench.cpu_share import bottleneck, engine_bound, level_bottleneck
 
 _ROWS = [("request throughput (req/s)", "request_throughput"), ("input token throughput (tok/s)", "input_throughput"),
          ("output token throughput (tok/s)", "output_throughput")]
@@ -179,3 +179,40 @@ def write_json(report: dict, path: str) -> None:
     with open(path, "w") as fh:
         json.dump(report, fh, indent=1, default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o))
         fh.write("\n")
+
+
+def reclassify(report: dict) -> dict:
+    """The report with every bottleneck decided again from its stored CPU shares by the current
+    rules (cpu_share.bottleneck): a saved report renders as a fresh run would."""
+    for lv in report["levels"]:
+        for m in lv["transports"].values():
+            sh = m.get("shares") or {}
+            if sh:
+                sh["bottleneck"] = bottleneck(sh.get("client_of_its_cores"), sh.get("engine_of_its_cores"),
+                                              sh.get("engine_cores_busy"))
+        lv["bottleneck"] = level_bottleneck([m.get("shares") or {} for m in lv["transports"].values()])
+    return report
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """python -m reference_tools.bench.serve_render REPORT.json [--format markdown]: render a
+    saved `bench serve --json` report again."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="python -m reference_tools.bench.serve_render", description=main.__doc__)
+    p.add_argument("report")
+    p.add_argument("--format", choices=["text", "markdown"], default="text")
+    args = p.parse_args(argv)
+    try:
+        with open(args.report) as fh:
+            report = reclassify(json.load(fh, parse_constant=lambda c: math.nan))
+    except (OSError, ValueError) as exc:
+        print(f"error: {args.report}: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render_markdown(report) if args.format == "markdown" else render_text(report))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
