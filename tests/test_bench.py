@@ -184,7 +184,7 @@ def test_bench_serve_command_both_transports(tmp_path, capsys):
     assert "bootstrap interval over 2 rounds" in out or "no transport verdict" in out
     assert "bottleneck" in out and "CPU share: load generator" in out
     for lv in report["levels"]:
-        assert lv["bottleneck"] in ("client", "engine", "engine (latency)", "unclear")
+        assert lv["bottleneck"] in ("client", "engine", "engine (cores shared)", "engine (latency)", "unclear")
         for m in lv["transports"].values():
             shares = m["shares"]
             assert shares["client"] > 0 and shares["engine"] > 0 and "scheduler_0" in shares["processes"]

@@ -86,14 +86,15 @@ def decisions(report: dict) -> list[str]:
     lines = []
     for lv in report["levels"]:
         ci = lv.get("ratios", {}).get("output_throughput")
-        if not ci:
-            continue
         where = f"concurrency {lv['concurrency']} ({_mode(lv)}, {lv.get('client', 'python')})"
         shares = {t: m.get("shares", {}) for t, m in lv["transports"].items()}
         use = "; ".join(f"{t}: load generator {_pct(sh.get('client'))}, engine {_pct(sh.get('engine'))}"
                         for t, sh in shares.items() if sh)
         bottleneck = lv.get("bottleneck", "unclear")
         head = f"{where}: bottleneck {bottleneck} (CPU share {use})" if use else f"{where}: bottleneck {bottleneck}"
+        if not ci:
+            lines.append(f"{head}; one transport only: no msgpack/pickle ratio")
+            continue
         if not engine_bound(bottleneck):
             lines.append(f"{head}; no transport verdict: the engine did not bound the throughput, so output "
                          f"tok/s msgpack/pickle {_ci_cell(ci)} does not compare the transports")
