@@ -7,7 +7,9 @@ from __future__ import annotations
 import array
 import json
 import math
+import os
 import random
+import shutil
 
 import msgspec
 import numpy as np
@@ -181,7 +183,14 @@ def test_bench_serve_command_both_transports(tmp_path, capsys):
         ci = lv["ratios"]["request_throughput"]
         assert ci["lo"] <= ci["center"] <= ci["hi"] and ci["n"] == 2
         assert ci["verdict"] in ("msgpack faster", "msgpack slower", "not distinguishable")
-    assert "bootstrap interval over 2 rounds" in out
+    # A verdict only where the engine bounded the throughput; either way the bottleneck is named.
+    assert "bootstrap interval over 2 rounds" in out or "no transport verdict" in out
+    assert "bottleneck" in out and "CPU share: load generator" in out
+    for lv in report["levels"]:
+        assert lv["bottleneck"] in ("client", "engine", "engine (cores shared)", "engine (latency)", "unclear")
+        for m in lv["transports"].values():
+            shares = m["shares"]
+            assert shares["client"] > 0 and shares["engine"] > 0 and "scheduler_0" in shares["processes"]
 
 
 def test_bench_serve_without_streaming(tmp_path, capsys):
@@ -195,6 +204,104 @@ def test_bench_serve_without_streaming(tmp_path, capsys):
     got = level["transports"]["msgpack"]
     assert got["failed"] == 0 and got["completed"] == 4 and got["output_throughput"] > 0
     assert math.isnan(got["ttft_ms"]["median"]) and got["e2e_ms"]["median"] > 0
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk (the native load generator) is not installed")
+def test_bench_serve_with_wrk_pinned(tmp_path, capsys):
+    """The native load generator on its own core: JSON answers counted by wrk's Lua script."""
+    path = tmp_path / "serve.json"
+    code = cli_main(["bench", "serve", "--preset", "ipc", "--no-stream", "--client", "wrk", "--transport", "msgpack",
+                     "--concurrency", "4", "--num-prompts", "12", "--output-len", "5", "--rounds", "1",
+                     "--warmup", "2", "--json", str(path), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    report = json.loads(path.read_text())
+    (level,) = report["levels"]
+    got = level["transports"]["msgpack"]
+    assert level["client"] == "wrk" and got["client"] == "wrk"
+    assert got["failed"] == 0 and got["completed"] == 12 and got["output_throughput"] > 0
+    assert got["e2e_ms"]["median"] > 0 and math.isnan(got["ttft_ms"]["median"])
+    assert "TTFT" not in out and "ITL" not in out  # rows wrk cannot measure are left out
+    placement = report["meta"]["placement"]
+    if len(os.sched_getaffinity(0)) > 1:
+        assert placement["pinned"] and "pinned: load generator on core" in out
+    # A saved report renders again (bottlenecks decided by the current rules); a bad file: exit 2.
+    from reference_tools.bench import serve_render
+
+    assert serve_render.main([str(path), "--format", "markdown"]) == 0
+    again = capsys.readouterr().out
+    assert "| bottleneck |" in again and "concurrency 4 (json, wrk): bottleneck" in again
+    assert serve_render.main([str(tmp_path / "missing.json")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_wrk_counts_wrong_answers_as_failed():
+    """The Lua script's check is real: an answer with fewer tokens than asked for is a failure,
+    a right one counts, and nothing listening is an error, not a hang."""
+    if shutil.which("wrk") is None:
+        pytest.skip("wrk is not installed")
+    import http.server
+    import threading
+
+    from reference_tools.bench.wrk_client import lua_script, run_wrk
+
+    class Answer(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            body = b'{"text":"ab","meta_info":{"completion_tokens":2}}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        right = run_wrk(url, [[1, 2]], 2, 2, 6, False, timeout_s=20)
+        wrong = run_wrk(url, [[1, 2]], 3, 2, 6, False, timeout_s=20)
+    finally:
+        server.shutdown()
+    assert (right.ok, right.bad, right.error) == (6, 0, "") and right.duration > 0
+    assert (wrong.ok, wrong.bad) == (0, 6) and "without 3 tokens" in wrong.error
+    with pytest.raises(ValueError, match="terminator"):
+        lua_script(["]==]"], 1, 3, "/x")
+
+
+def test_client_wrk_without_wrk_is_a_clean_error(monkeypatch, capsys):
+    monkeypatch.setattr(sb, "find_wrk", lambda: None)
+    assert cli_main(["bench", "serve", "--client", "wrk"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --client wrk: wrk is not installed") and "Traceback" not in err
+    parser = __import__("argparse").ArgumentParser()
+    sb.add_arguments(parser)
+    s = sb.settings_from_args(parser.parse_args(["--preset", "ipc"]))
+    assert sb.client_for(s, stream=False) == "python"  # auto: the fallback when wrk is missing
+
+
+def test_placement_and_bottleneck_rules():
+    from reference_tools.bench import cpu_share as cs
+
+    p = cs.plan_placement(True, [0, 1, 2, 3])
+    assert (p.client, p.engine, p.pinned) == ((0,), (1, 2, 3), True) and "cores 1,2,3" in p.note
+    assert not cs.plan_placement(True, [5]).pinned and "only core 5" in cs.plan_placement(True, [5]).note
+    assert not cs.plan_placement(False, [0, 1]).pinned
+    assert cs.bottleneck(0.95, 0.4) == "client"
+    assert cs.bottleneck(0.1, 0.9) == "engine"
+    assert cs.bottleneck(0.05, 0.3) == "engine (latency)"
+    assert cs.bottleneck(0.4, 0.3) == "unclear" and cs.bottleneck(None, 0.9) == "unclear"
+    # The engine's cores full while other processes hold part of them: still the engine's side.
+    assert cs.bottleneck(0.3, 0.36, 0.98) == "engine (cores shared)" and cs.bottleneck(0.3, 0.36, 0.5) == "unclear"
+    assert cs.level_bottleneck([{"client_of_its_cores": 0.1, "engine_of_its_cores": 0.9, "engine_cores_busy": 1.0},
+                                {"client_of_its_cores": 0.1, "engine_of_its_cores": 0.7}]) == "engine"
+    assert cs.engine_bound("engine (latency)") and not cs.engine_bound("client")
+    now = cs.core_times()
+    assert now and all(total >= busy for busy, total in now.values())
+    assert cs.busy_share(now, now, list(now)) is None  # no time passed
+    assert cs.process_cpu_seconds(os.getpid()) > 0
 
 
 def test_bootstrap_verdicts_and_rounds_needed():
@@ -214,6 +321,11 @@ def test_ipc_preset_serves_without_the_forward_pass():
     sb.add_arguments(parser)
     s = sb.settings_from_args(parser.parse_args(["--preset", "ipc"]))
     assert s.skip_forward and s.concurrency == [1, 256, 1024] and len(s.num_prompts) == 3
+    assert s.streams == [False, True] and s.pin and s.client == "auto" and s.json_prompts_factor > 1
+    only = sb.settings_from_args(parser.parse_args(["--preset", "ipc", "--no-stream", "--num-prompts", "2,2,2"]))
+    assert only.streams == [False] and only.json_prompts_factor == 1  # counts as given
+    assert sb.settings_from_args(parser.parse_args(["--preset", "ipc", "--stream", "--no-pin"])).streams == [True]
+    assert sb.client_for(s, stream=True) == "python"
     server_cmd = sb.Server.__init__.__code__.co_consts  # the flag is passed on to every server
     assert "--skip-forward" in server_cmd
 

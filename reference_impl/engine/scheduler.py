@@ -376,7 +376,7 @@ class Scheduler:
                         return
         if p.max_new_tokens is not None and n >= p.max_new_tokens:
             req.finished_reason = {"type": "length", "length": n}
-        elif req.seq_len >= self.context_length:
+        elif len(req.input_ids) + n >= self.context_length:  # seq_len, without the property call per token
             req.finished_reason = {"type": "length", "length": n}
 
     # -- outputs --------------------------------------------------------------------
@@ -398,12 +398,25 @@ class Scheduler:
                 self._release(req)
         self.to_detokenizer.send(self._batch_output(ready))
 
+    @staticmethod
+    def _take_logprobs(req: Req, fields: dict[str, list[Any]]) -> None:
+        """Append req's logprobs since the last output to the batch's fields, and clear them."""
+        lp, top, ids = req.return_logprob, req.return_logprob and req.top_logprobs_num > 0, \
+            req.return_logprob and req.token_ids_logprob is not None
+        for prefix, pairs, wanted in (("input_token_logprobs", req.input_token_logprobs, lp),
+                                      ("output_token_logprobs", req.output_token_logprobs, lp),
+                                      ("input_top_logprobs", req.input_top_logprobs, top),
+                                      ("output_top_logprobs", req.output_top_logprobs, top),
+                                      ("input_token_ids_logprobs", req.input_ids_logprobs, ids),
+                                      ("output_token_ids_logprobs", req.output_ids_logprobs, ids)):
+            fields[prefix + "_val"].append(list(pairs[0]) if wanted else None)
+            fields[prefix + "_idx"].append(list(pairs[1]) if wanted else None)
+            pairs[0].clear()
+            pairs[1].clear()
+
     def _batch_output(self, reqs: list[Req]) -> BatchTokenIDOutput:
         any_logprob = any(r.return_logprob for r in reqs)
         any_hidden = any(r.return_hidden_states for r in reqs)
-
-        def take(req: Req, pair: tuple[list[Any], list[Any]], which: int, wanted: bool) -> Optional[list[Any]]:
-            return list(pair[which]) if wanted else None
 
         fields: dict[str, list[Any]] = {k: [] for k in (
             "input_token_logprobs_val", "input_token_logprobs_idx", "output_token_logprobs_val",
@@ -418,24 +431,13 @@ class Scheduler:
             deltas.append(delta)
             req.sent_len = len(req.output_ids)
             req.steps_since_sent = 0
-            lp, top, ids = req.return_logprob, req.return_logprob and req.top_logprobs_num > 0, \
-                req.return_logprob and req.token_ids_logprob is not None
-            for prefix, pairs in (("input_token_logprobs", req.input_token_logprobs),
-                                  ("output_token_logprobs", req.output_token_logprobs)):
-                fields[prefix + "_val"].append(take(req, pairs, 0, lp))
-                fields[prefix + "_idx"].append(take(req, pairs, 1, lp))
-            for prefix, pairs, wanted in (("input_top_logprobs", req.input_top_logprobs, top),
-                                          ("output_top_logprobs", req.output_top_logprobs, top),
-                                          ("input_token_ids_logprobs", req.input_ids_logprobs, ids),
-                                          ("output_token_ids_logprobs", req.output_ids_logprobs, ids)):
-                fields[prefix + "_val"].append(take(req, pairs, 0, wanted))
-                fields[prefix + "_idx"].append(take(req, pairs, 1, wanted))
-            for pairs in (req.input_token_logprobs, req.output_token_logprobs, req.input_top_logprobs,
-                          req.output_top_logprobs, req.input_ids_logprobs, req.output_ids_logprobs):
-                pairs[0].clear()
-                pairs[1].clear()
-            hidden.append(list(req.hidden_states) if req.return_hidden_states else None)
-            req.hidden_states.clear()
+            # Per request and step: the logprob fields only when one request of the batch wants
+            # them (a request without logprobs never collects any, so it has nothing to clear).
+            if any_logprob:
+                self._take_logprobs(req, fields)
+            if any_hidden:
+                hidden.append(list(req.hidden_states) if req.return_hidden_states else None)
+                req.hidden_states.clear()
             if req.time_stats is not None:
                 snapshot = req.time_stats.copy()
                 if req.span is not None:  # still running: downstream continues from this span
@@ -547,8 +549,9 @@ class Scheduler:
 def skipped_forward_token(req: Req) -> int:
     """The IPC-bound mode's next token: printable ASCII (one byte token, never a special one),
     a function of the previous token and the position, so runs are reproducible."""
-    last = req.output_ids[-1] if req.output_ids else req.input_ids[-1]
-    return 32 + (last * 7 + req.seq_len) % 95
+    out = req.output_ids
+    last = out[-1] if out else req.input_ids[-1]
+    return 32 + (last * 7 + len(req.input_ids) + len(out)) % 95
 
 
 def scheduler_receiver(ctx: zmq.Context[Any], config: EngineConfig, ipc: IpcNames, dp_rank: int, tap: Tap) -> Receiver:

@@ -51,6 +51,10 @@ class ByteTokenizer:
         return token_id >= 256
 
     def decode_bytes(self, ids: Iterable[int], skip_special_tokens: bool = True) -> bytes:
+        if type(ids) is not list:
+            ids = list(ids)
+        if max(ids, default=0) < 256:
+            return bytes(ids)  # byte tokens only (every step of a plain generation): one C call
         out = bytearray()
         for t in ids:
             if t < 256:

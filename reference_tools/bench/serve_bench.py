@@ -19,9 +19,16 @@ measured is scheduling, IPC and detokenization; ``gpu`` is the seed's setting (1
 concurrent, 4096 requests, input 1024, output 200) for a GPU and a real checkpoint
 (``--model``).
 
+The load generator: ``wrk`` (wrk_client.py, a native event loop) for requests answered as one
+JSON when it is installed, the Python client (httpx) for streams (TTFT, ITL) and wherever wrk
+is missing (``--client`` chooses). Each round records the CPU time of the load generator and
+of every engine process, so the report says who bounded the throughput (cpu_share.py); the
+ipc preset pins the load generator to one core and the engine to the others.
+
 Every msgpack/pickle ratio comes with a bootstrap confidence interval over the rounds
 (geometric mean of the per-round ratios) and a verdict: msgpack faster, slower, or not
-distinguishable (then with the number of rounds that would likely separate it).
+distinguishable (then with the number of rounds that would likely separate it), given only
+where the engine was the bottleneck.
 """
 
 from __future__ import annotations
@@ -42,17 +49,28 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
+from reference_tools.bench import cpu_share
+from reference_tools.bench.cpu_share import Placement, process_cpu_seconds
+from reference_tools.bench.serve_render import decisions as decisions  # the command's API: rendering lives there
+from reference_tools.bench.serve_render import render_markdown as render_markdown
+from reference_tools.bench.serve_render import render_text as render_text
+from reference_tools.bench.serve_render import write_json as write_json
 from reference_tools.bench.timing import bootstrap_ratio, percentile
+from reference_tools.bench.wrk_client import find_wrk, run_wrk
 
 TRANSPORTS = ("pickle", "msgpack")
+CLIENTS = ("auto", "wrk", "python")
 PRESETS: dict[str, dict[str, Any]] = {
     # Built-in tiny model on a 2-core CPU: a lone request, then a full batch.
     "cpu": dict(concurrency=[1, 256], num_prompts=[16, 512], input_len=128, output_len=32, rounds=3, device="cpu",
                 dp_size=1),
     # IPC-bound: no forward pass, short prompts, long outputs streamed token by token, so the
     # step messages (scheduler -> detokenizer -> tokenizer manager, every step) dominate.
-    "ipc": dict(concurrency=[1, 256, 1024], num_prompts=[16, 256, 1024], input_len=16, output_len=32, rounds=4,
-                device="cpu", dp_size=1, skip_forward=True),
+    # IPC-bound: no forward pass, short prompts, long outputs, so the step messages (scheduler ->
+    # detokenizer -> tokenizer manager) dominate; answered as one JSON (native client: wrk) and
+    # streamed token by token; load generator and engine on separate cores.
+    "ipc": dict(concurrency=[1, 256, 1024], num_prompts=[128, 512, 1024], input_len=16, output_len=128, rounds=4,
+                device="cpu", dp_size=1, skip_forward=True, streams=[False, True], pin=True, json_prompts_factor=4),
     # The seed's measurement (SGLang PR: Qwen3-0.6B on one GPU): needs --model and a GPU.
     "gpu": dict(concurrency=[1, 1024], num_prompts=[64, 4096], input_len=1024, output_len=200, rounds=2,
                 device="cuda", dp_size=1),
@@ -81,26 +99,39 @@ class Settings:
     device: str = "cpu"
     dp_size: int = 1
     skip_forward: bool = False  # serve with --skip-forward (the ipc preset)
-    stream: bool = True  # requests stream their tokens (SSE); False: one JSON answer per request
+    streams: list[bool] = field(default_factory=lambda: [True])  # True: SSE token stream; False: one JSON answer
+    client: str = "auto"  # load generator: wrk, python, auto (wrk for JSON answers when installed)
+    pin: bool = False  # load generator and engine on separate cores (cpu_share.plan_placement)
+    json_prompts_factor: int = 1  # JSON-answer levels send this many times the requests (they are quick)
     max_running_requests: Optional[int] = None  # None: each level's concurrency
     context_length: Optional[int] = None  # None: input + output (the built-in model), the model's own otherwise
     port: int = 0  # 0: free ports
     startup_timeout: float = 180.0
     request_timeout: float = 600.0
     server_args: list[str] = field(default_factory=list)
-    profile_dir: Optional[str] = None  # servers write cProfile files under <dir>/c<concurrency>-<transport>
+    profile_dir: Optional[str] = None  # servers write cProfile files under <dir>/c<concurrency>[-json]-<transport>
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu",
                    help="cpu (default): sized for a small CPU machine and the tiny model; ipc: IPC-bound "
-                        "(servers run --skip-forward; concurrency 1, 256, 1024); gpu: the seed's settings "
-                        "(concurrency 1024, 4096 requests, input 1024, output 200)")
+                        "(servers run --skip-forward; concurrency 1, 256, 1024; output 128; JSON answers "
+                        "through wrk, then streams; load generator and engine pinned to separate cores); "
+                        "gpu: the seed's settings (concurrency 1024, 4096 requests, input 1024, output 200)")
     p.add_argument("--skip-forward", action="store_true", default=None,
                    help="start the servers with --skip-forward (no forward pass; the ipc preset does)")
     p.add_argument("--no-stream", dest="stream", action="store_false", default=None,
                    help="requests ask for one JSON answer instead of a token stream (no TTFT/ITL): the "
                         "tokenizer manager then does no per-token HTTP work")
+    p.add_argument("--stream", dest="stream", action="store_true",
+                   help="only streamed requests (the ipc preset runs both)")
+    p.add_argument("--client", choices=list(CLIENTS), default=None,
+                   help="load generator: wrk (native, Debian package wrk; end-to-end latency only), python "
+                        "(httpx; TTFT and ITL), auto (default: wrk for JSON answers when installed, python "
+                        "for streams)")
+    p.add_argument("--pin", dest="pin", action="store_true", default=None,
+                   help="load generator on one core, every engine process on the others (the ipc preset does)")
+    p.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin")
     p.add_argument("--url", action="append", default=[],
                    help="benchmark a running server instead of starting one (repeatable: one per transport; "
                         "the transport is read from its /get_server_info)")
@@ -124,7 +155,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, help="first server port (default: free ports)")
     p.add_argument("--server-arg", action="append", default=[], help="extra argument for the server (repeatable)")
     p.add_argument("--profile-dir", help="servers run each process under cProfile, files in "
-                                         "DIR/c<concurrency>-<transport>/ (summary: python -m "
+                                         "DIR/c<concurrency>[-json]-<transport>/ (summary: python -m "
                                          "reference_tools.bench.profiles DIR/*); profiling slows them down")
     p.add_argument("--format", choices=["text", "markdown"], default="text")
     p.add_argument("--json", metavar="FILE", help="write every number as JSON")
@@ -146,12 +177,16 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     s = Settings(preset=args.preset, **base)
     for name in ("concurrency", "num_prompts", "input_len", "output_len", "request_rate", "rounds", "warmup",
                  "seed", "model", "device", "dp_size", "max_running_requests", "context_length", "port",
-                 "skip_forward", "stream", "profile_dir"):
+                 "skip_forward", "profile_dir", "client", "pin"):
         value = getattr(args, name, None)
         if value is not None:
             setattr(s, name, value)
+    if getattr(args, "stream", None) is not None:
+        s.streams = [args.stream]
     if args.concurrency is not None and args.num_prompts is None:
         s.num_prompts = [max(8, 2 * c) for c in s.concurrency]
+    if args.concurrency is not None or args.num_prompts is not None:
+        s.json_prompts_factor = 1  # the counts asked for, as given
     s.urls = list(args.url)
     s.transports = list(dict.fromkeys(args.transport)) or list(TRANSPORTS)
     s.server_args = list(args.server_arg)
@@ -176,6 +211,9 @@ def validate(s: Settings) -> None:
         raise ValueError(f"--model {s.model}: no config.json there (a Hugging Face-style checkpoint directory)")
     if any(c < 1 for c in s.concurrency) or any(n < 1 for n in s.num_prompts):
         raise ValueError("--concurrency and --num-prompts must be >= 1")
+    if s.client == "wrk" and find_wrk() is None:
+        raise ValueError("--client wrk: wrk is not installed (Debian: apt-get install -y --no-install-recommends "
+                         "wrk), or use --client python")
     if s.context_length is not None and s.context_length < s.input_len + s.output_len:
         raise ValueError(f"--context-length {s.context_length} < input {s.input_len} + output {s.output_len}")
 
@@ -196,7 +234,8 @@ def _free_port() -> int:
 class Server:
     """One reference server process (ipc-conformance serve), started and stopped here."""
 
-    def __init__(self, transport: str, port: int, s: Settings, batch: int) -> None:
+    def __init__(self, transport: str, port: int, s: Settings, batch: int, cores: Sequence[int] = (),
+                 label: str = "") -> None:
         self.transport, self.port = transport, port
         self.url = f"http://127.0.0.1:{port}"
         cmd = [sys.executable, "-m", "reference_impl.server", "--ipc-transport", transport, "--port", str(port),
@@ -207,7 +246,7 @@ class Server:
         if s.skip_forward:
             cmd.append("--skip-forward")
         if s.profile_dir:
-            cmd += ["--profile-dir", os.path.join(s.profile_dir, f"c{batch}-{transport}")]
+            cmd += ["--profile-dir", os.path.join(s.profile_dir, f"c{batch}{label}-{transport}")]
         if server_context(s) is not None:
             cmd += ["--context-length", str(server_context(s))]
         cmd += s.server_args
@@ -215,8 +254,9 @@ class Server:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         env.pop("IPC_TRANSPORT", None)
         env.pop("SGLANG_USE_PICKLE_IPC", None)
+        pin = (lambda: os.sched_setaffinity(0, set(cores))) if cores else None  # its children inherit it
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=pin)
 
     def wait_ready(self, timeout: float) -> dict:
         import httpx
@@ -245,16 +285,6 @@ class Server:
                 self.proc.wait()
         if self.proc.stderr:
             self.proc.stderr.close()
-
-
-def process_cpu_seconds(pid: int) -> Optional[float]:
-    """utime + stime of a local process (Linux /proc), None elsewhere or when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def server_pids(server_info: dict, main_pid: Optional[int]) -> dict[str, int]:
@@ -399,20 +429,54 @@ def summarize(results: Sequence[RequestResult], duration: float) -> dict:
     }
 
 
-def pool(runs: Sequence[dict], raw: Sequence[tuple[list[RequestResult], float]]) -> dict:
-    """One transport at one concurrency over all rounds: latencies pooled, throughputs by median."""
-    results = [r for rs, _ in raw for r in rs]
-    total = sum(d for _, d in raw)
-    merged = summarize(results, total)
+def pool(runs: Sequence[dict], raw: Sequence[Optional[tuple[list[RequestResult], float]]]) -> dict:
+    """One transport at one level over all rounds: latencies pooled (wrk rounds, which keep no
+    per-request results: the median of their per-round figures), throughputs by median, CPU
+    per request and CPU shares over all rounds."""
+    kept = [r for r in raw if r is not None]
+    results = [r for rs, _ in kept for r in rs]
+    merged = summarize(results, sum(d for _, d in kept))
+    if not kept:
+        merged["completed"] = sum(run["completed"] for run in runs)
+        merged["failed"] = sum(run["failed"] for run in runs)
+        merged["errors"] = sorted({e for run in runs for e in run["errors"]})[:5]
+        for key in ("ttft_ms", "itl_ms", "e2e_ms"):
+            merged[key] = {stat: percentile([run[key][stat] for run in runs if run[key][stat] == run[key][stat]], 50)
+                           for stat in ("mean", "median", "p90", "p99")}
     for key in ("request_throughput", "input_throughput", "output_throughput"):
         merged[key] = percentile([run[key] for run in runs], 50)
         merged[key + "_rounds"] = [run[key] for run in runs]
-    # CPU seconds per 100 completed requests, per process, over all rounds.
+    # CPU seconds per completed request, per process, over all rounds.
     done = sum(run["completed"] for run in runs)
     names = sorted({k for run in runs for k in run.get("cpu_s", {})})
     merged["cpu_ms_per_request"] = {k: 1000 * sum(run.get("cpu_s", {}).get(k, 0.0) for run in runs) / done
                                     for k in names} if done else {}
+    merged["shares"] = pool_shares(runs)
+    merged["client"] = runs[0].get("client") if runs else None
     return merged
+
+
+def pool_shares(runs: Sequence[dict]) -> dict:
+    """CPU shares over all rounds (CPU seconds / wall seconds; 1.0 = one core for the whole time),
+    and the bottleneck that they imply."""
+    wall = sum(run.get("wall_s", 0.0) for run in runs)
+    if not wall:
+        return {}
+    names = sorted({k for run in runs for k in run.get("cpu_s", {})}, key=lambda p: (p != "tokenizer_manager", p))
+    processes = {k: sum(run.get("cpu_s", {}).get(k, 0.0) for run in runs) / wall for k in names}
+    client = sum(run.get("client_cpu_s", 0.0) for run in runs) / wall
+    placement = runs[0].get("placement", {})
+    shared = max(1, len(runs[0].get("cores_shared", [])) or 1)
+    client_cores = len(placement.get("client") or []) or shared
+    engine_cores = len(placement.get("engine") or []) or shared
+    engine = sum(processes.values())
+    busy = [run["engine_cores_busy"] for run in runs if run.get("engine_cores_busy") is not None]
+    out = {"client": client, "processes": processes, "engine": engine,
+           "client_of_its_cores": client / client_cores, "engine_of_its_cores": engine / engine_cores,
+           "engine_cores_busy": sum(busy) / len(busy) if busy else None}
+    out["bottleneck"] = cpu_share.bottleneck(out["client_of_its_cores"], out["engine_of_its_cores"],
+                                             out["engine_cores_busy"])
+    return out
 
 
 # -- the run --------------------------------------------------------------------------------
@@ -420,11 +484,69 @@ def log(msg: str) -> None:
     print(f"  {msg}", file=sys.stderr, flush=True)
 
 
+def client_for(s: Settings, stream: bool) -> str:
+    """wrk or python for a level (auto: wrk for JSON answers when it is installed)."""
+    if s.client == "auto":
+        return "wrk" if not stream and find_wrk() else "python"
+    return s.client
+
+
+def one_round(url: str, client: str, prompts: Sequence[list[int]], s: Settings, concurrency: int, seed: int,
+              stream: bool, pids: dict[str, int], placement: Placement) -> tuple[dict, Optional[tuple]]:
+    """One round against one server: its summary with CPU seconds per engine process, the load
+    generator's CPU seconds, the wall time and how busy the engine's cores were."""
+    cores = list(placement.engine) or sorted(os.sched_getaffinity(0))
+    before, cores_before = cpu_snapshot(pids), cpu_share.core_times()
+    t0, c0 = time.perf_counter(), time.process_time()
+    raw = None
+    if client == "wrk":
+        w = run_wrk(url, prompts, s.output_len, concurrency, len(prompts), stream, timeout_s=s.request_timeout)
+        wall, client_cpu = time.perf_counter() - t0, w.cpu_s + (time.process_time() - c0)
+        summary = _wrk_summary(w, s.input_len, s.output_len, len(prompts))
+    else:
+        results, duration = asyncio.run(run_load(url, prompts, s.output_len, s.request_rate, concurrency, seed,
+                                                 stream))
+        wall, client_cpu = time.perf_counter() - t0, time.process_time() - c0
+        summary = summarize(results, duration)
+        raw = (results, duration)
+    after, cores_after = cpu_snapshot(pids), cpu_share.core_times()
+    summary.update(cpu_s={k: after[k] - before[k] for k in after if k in before}, client=client,
+                   client_cpu_s=client_cpu, wall_s=wall, placement=placement.to_json(), cores_shared=cores,
+                   engine_cores_busy=cpu_share.busy_share(cores_before, cores_after, cores))
+    return summary, raw
+
+
+def _wrk_summary(w: Any, input_len: int, output_len: int, sent: int) -> dict:
+    nan = {"mean": math.nan, "median": math.nan, "p90": math.nan, "p99": math.nan}
+    d = w.duration if w.duration == w.duration and w.duration > 0 else math.nan
+    return {"completed": w.ok, "failed": sent - w.ok, "errors": [w.error] if w.error else [], "duration_s": d,
+            "request_throughput": w.ok / d, "input_throughput": w.ok * input_len / d,
+            "output_throughput": w.ok * output_len / d, "ttft_ms": dict(nan), "itl_ms": dict(nan),
+            "e2e_ms": dict(w.latency_ms) if w.latency_ms else dict(nan)}
+
+
+def wait_idle(url: str, timeout: float = 60.0) -> None:
+    """Until the server holds no request (wrk leaves its last ones in flight; the server aborts them)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url + "/get_server_info", timeout=5).json().get("in_flight", {}).get("requests", 0) == 0:
+                return
+        except (httpx.HTTPError, ValueError):
+            return
+        time.sleep(0.1)
+
+
 def run(s: Settings, log: Optional[Callable[[str], None]] = None) -> dict:
     say = log or (lambda _m: None)
     info: dict[str, dict] = {}
     levels = []
     fixed: dict[str, str] = {}
+    placement = cpu_share.plan_placement(s.pin and not s.urls)
+    load_at_start = _loadavg()
+    own_affinity = os.sched_getaffinity(0)
     if s.urls:
         import httpx
 
@@ -434,56 +556,79 @@ def run(s: Settings, log: Optional[Callable[[str], None]] = None) -> dict:
             transport = server_info.get("transport") or url
             fixed[transport] = url
             info[transport] = server_info
-    for concurrency, n in zip(s.concurrency, s.num_prompts):
-        servers: list[Server] = []
-        try:
-            if fixed:
-                targets = dict(fixed)
-            else:  # fresh servers per level: the decode step's shape is the batch width
-                batch = s.max_running_requests or concurrency
-                port = s.port
-                for transport in s.transports:
-                    servers.append(Server(transport, port or _free_port(), s, batch))
-                    if port:
-                        port += 1
-                targets = {}
-                for server in servers:
-                    say(f"concurrency {concurrency}: starting the {server.transport} server (batch {batch}) ...")
-                    info[server.transport] = server.wait_ready(s.startup_timeout)
-                    targets[server.transport] = server.url
-            order = [t for t in TRANSPORTS if t in targets] + [t for t in targets if t not in TRANSPORTS]
-            main_pids = {sv.transport: sv.proc.pid for sv in servers}
-            pids = {t: server_pids(info.get(t, {}), main_pids.get(t)) for t in order}
-            if s.warmup:
-                warm = make_prompts(s.warmup, s.input_len, s.seed + 999)
-                for transport in order:
-                    asyncio.run(run_load(targets[transport], warm, s.output_len, math.inf,
-                                         min(s.warmup, concurrency), s.seed, s.stream))
-            prompts = make_prompts(n, s.input_len, s.seed)
-            runs: dict[str, list[dict]] = {t: [] for t in order}
-            raw: dict[str, list] = {t: [] for t in order}
-            for rnd in range(s.rounds):
-                for transport in (order if rnd % 2 == 0 else order[::-1]):
-                    say(f"concurrency {concurrency}, round {rnd + 1}/{s.rounds}: {transport}, {n} requests ...")
-                    before = cpu_snapshot(pids[transport])
-                    results, duration = asyncio.run(run_load(targets[transport], prompts, s.output_len,
-                                                             s.request_rate, concurrency, s.seed + rnd, s.stream))
-                    after = cpu_snapshot(pids[transport])
-                    run_summary = summarize(results, duration)
-                    run_summary["cpu_s"] = {k: after[k] - before[k] for k in after if k in before}
-                    runs[transport].append(run_summary)
-                    raw[transport].append((results, duration))
-        finally:
-            for server in servers:
-                server.stop()
-        level = {"concurrency": concurrency, "num_prompts": n,
-                 "transports": {t: pool(runs[t], raw[t]) for t in order}}
-        if "pickle" in runs and "msgpack" in runs:
-            level["ratios"] = _ratios(runs["pickle"], runs["msgpack"])
-        levels.append(level)
+    try:
+        cpu_share.pin_self(placement.client)  # the load generator (this process, wrk) on its core
+        for stream in s.streams:
+            for concurrency, n in zip(s.concurrency, s.num_prompts):
+                n = n if stream else n * s.json_prompts_factor
+                levels.append(_level(s, stream, concurrency, n, fixed, info, placement, say))
+    finally:
+        os.sched_setaffinity(0, own_affinity)
     ok = bool(levels) and all(m["failed"] == 0 for lv in levels for m in lv["transports"].values())
-    return {"kind": "serve", "ok": ok, "settings": _settings_json(s), "meta": _meta(s, info),
-            "notes": _notes(s), "levels": levels}
+    meta = _meta(s, info, placement)
+    meta["loadavg_at_start"], meta["loadavg_at_end"] = load_at_start, _loadavg()
+    return {"kind": "serve", "ok": ok, "settings": _settings_json(s), "meta": meta, "notes": _notes(s),
+            "levels": levels}
+
+
+def _loadavg() -> Optional[tuple[float, float, float]]:
+    try:
+        return os.getloadavg()
+    except OSError:
+        return None
+
+
+def _level(s: Settings, stream: bool, concurrency: int, n: int, fixed: dict[str, str], info: dict[str, dict],
+           placement: Placement, say: Callable[[str], None]) -> dict:
+    client = client_for(s, stream)
+    mode = "stream" if stream else "json"
+    servers: list[Server] = []
+    try:
+        if fixed:
+            targets = dict(fixed)
+        else:  # fresh servers per level: the decode step's shape is the batch width
+            batch = s.max_running_requests or concurrency
+            port = s.port
+            for transport in s.transports:
+                servers.append(Server(transport, port or _free_port(), s, batch, placement.engine,
+                                      "" if stream else "-json"))
+                if port:
+                    port += 1
+            targets = {}
+            for server in servers:
+                say(f"concurrency {concurrency} ({mode}): starting the {server.transport} server (batch {batch}) ...")
+                info[server.transport] = server.wait_ready(s.startup_timeout)
+                targets[server.transport] = server.url
+        order = [t for t in TRANSPORTS if t in targets] + [t for t in targets if t not in TRANSPORTS]
+        main_pids = {sv.transport: sv.proc.pid for sv in servers}
+        pids = {t: server_pids(info.get(t, {}), main_pids.get(t)) for t in order}
+        if s.warmup:
+            warm = make_prompts(s.warmup, s.input_len, s.seed + 999)
+            for transport in order:
+                one_round(targets[transport], client, warm, s, min(s.warmup, concurrency), s.seed, stream,
+                          pids[transport], placement)
+                wait_idle(targets[transport])
+        prompts = make_prompts(n, s.input_len, s.seed)
+        runs: dict[str, list[dict]] = {t: [] for t in order}
+        raw: dict[str, list] = {t: [] for t in order}
+        for rnd in range(s.rounds):
+            for transport in (order if rnd % 2 == 0 else order[::-1]):
+                say(f"concurrency {concurrency} ({mode}, {client}), round {rnd + 1}/{s.rounds}: {transport}, "
+                    f"{n} requests ...")
+                summary, results = one_round(targets[transport], client, prompts, s, concurrency, s.seed + rnd,
+                                             stream, pids[transport], placement)
+                runs[transport].append(summary)
+                raw[transport].append(results)
+                wait_idle(targets[transport])
+    finally:
+        for server in servers:
+            server.stop()
+    level = {"concurrency": concurrency, "num_prompts": n, "stream": stream, "client": client,
+             "transports": {t: pool(runs[t], raw[t]) for t in order}}
+    level["bottleneck"] = cpu_share.level_bottleneck([m.get("shares", {}) for m in level["transports"].values()])
+    if "pickle" in runs and "msgpack" in runs:
+        level["ratios"] = _ratios(runs["pickle"], runs["msgpack"])
+    return level
 
 
 SKIP_FORWARD_NOTE = ("IPC-bound: the servers run --skip-forward (the scheduler's whole loop - batching, "
@@ -531,134 +676,11 @@ def _settings_json(s: Settings) -> dict:
     return d
 
 
-def _meta(s: Settings, info: dict) -> dict:
+def _meta(s: Settings, info: dict, placement: Placement) -> dict:
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "placement": placement.to_json(), "wrk": find_wrk(),
             "servers": {t: {k: v for k, v in i.items() if k in ("transport", "dp_size", "device",
                                                                  "served_model_name", "context_length")}
                         for t, i in info.items()}}
-    try:
-        meta["loadavg_at_start"] = os.getloadavg()
-    except OSError:
-        pass
     return meta
-
-
-# -- rendering ------------------------------------------------------------------------------
-_ROWS = [("completed / failed", None), ("request throughput (req/s)", "request_throughput"),
-         ("input token throughput (tok/s)", "input_throughput"),
-         ("output token throughput (tok/s)", "output_throughput")]
-
-
-def _table(report: dict) -> tuple[list[str], list[list[str]]]:
-    levels = report["levels"]
-    transports = list(levels[0]["transports"]) if levels else []
-    header = ["metric"] + [f"{t} @{lv['concurrency']}" for lv in levels for t in transports] + \
-             [f"msgpack/pickle @{lv['concurrency']}" for lv in levels if "ratios" in lv]
-    rows = []
-
-    def cells(fn: Callable[[dict], str], ratio: Callable[[dict], str]) -> list[str]:
-        out = [fn(lv["transports"][t]) for lv in levels for t in transports]
-        return out + [ratio(lv["ratios"]) for lv in levels if "ratios" in lv]
-
-    rows.append(["completed / failed (all rounds)"]
-                + cells(lambda m: f"{m['completed']} / {m['failed']}", lambda r: ""))
-    for label, key in _ROWS[1:]:
-        rows.append([label] + cells(lambda m, k=key: f"{m[k]:,.1f}",
-                                    lambda r, k=key: _ci_cell(r.get(k))))
-    procs = sorted({p for lv in levels for m in lv["transports"].values() for p in m.get("cpu_ms_per_request", {})},
-                   key=lambda p: (p != "tokenizer_manager", p))
-    for proc in procs:
-        rows.append([f"CPU ms per request: {proc}"] + cells(
-            lambda m, p=proc: f"{m.get('cpu_ms_per_request', {}).get(p, math.nan):,.2f}", lambda r: ""))
-    if procs:
-        rows.append(["CPU ms per request: engine, all processes"] + cells(
-            lambda m: f"{sum(m.get('cpu_ms_per_request', {}).values()):,.2f}",
-            lambda r: _ci_cell(r.get("engine_cpu_ms"))))
-    for metric, label in (("ttft_ms", "TTFT"), ("itl_ms", "ITL"), ("e2e_ms", "end-to-end latency")):
-        for stat in ("mean", "median", "p90", "p99"):
-            rows.append([f"{label} {stat} (ms)"] + cells(
-                lambda m, a=metric, b=stat: f"{m[a][b]:,.2f}",
-                lambda r, a=metric, b=stat: _ci_cell(r.get(a + "_median")) if b == "median" else ""))
-    return header, rows
-
-
-def _ci_cell(ci: Optional[dict]) -> str:
-    if not ci or ci["center"] != ci["center"]:
-        return ""
-    if ci["lo"] != ci["lo"]:
-        return f"{ci['center']:.2f}x"
-    return f"{ci['center']:.2f}x [{ci['lo']:.2f}-{ci['hi']:.2f}]"
-
-
-def decisions(report: dict) -> list[str]:
-    """One line per level: the output-throughput verdict from its interval, and when it is
-    not distinguishable, how many rounds would likely tell."""
-    lines = []
-    for lv in report["levels"]:
-        ci = lv.get("ratios", {}).get("output_throughput")
-        if not ci:
-            continue
-        line = (f"concurrency {lv['concurrency']}: {ci['verdict']} (output tok/s msgpack/pickle "
-                f"{_ci_cell(ci)}, {int(ci['level'] * 100)}% bootstrap interval over {ci['n']} rounds)")
-        if ci["verdict"].startswith("not distinguishable"):
-            if ci.get("rounds_needed"):
-                line += f"; about {ci['rounds_needed']} rounds would separate a difference this size from 1.0"
-            elif ci["n"] > 1:
-                line += "; the centre is at 1.0: no number of rounds would separate it"
-        cpu = lv["ratios"].get("engine_cpu_ms")
-        if cpu and cpu["center"] == cpu["center"]:
-            word = {"msgpack faster": "msgpack cheaper", "msgpack slower": "msgpack costlier"}.get(
-                cpu["verdict"], cpu["verdict"])
-            line += f"; engine CPU per request msgpack/pickle {_ci_cell(cpu)}: {word}"
-        lines.append(line)
-    return lines
-
-
-def render_text(report: dict) -> str:
-    header, rows = _table(report)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    lines = _intro(report) + ["", "  ".join(h.ljust(w) for h, w in zip(header, widths)),
-                              "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
-    lines += ["", RATIO_NOTE, ""] + decisions(report)
-    return "\n".join(lines) + "\n"
-
-
-RATIO_NOTE = ("msgpack/pickle: geometric mean of the per-round ratios [95% bootstrap interval] (throughput: "
-              ">1 = msgpack faster; latency and CPU per request: <1 = msgpack faster / cheaper).")
-
-
-def render_markdown(report: dict) -> str:
-    header, rows = _table(report)
-    lines = _intro(report) + ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    lines += ["", RATIO_NOTE, ""] + [f"- {d}" for d in decisions(report)]
-    return "\n".join(lines) + "\n"
-
-
-def _intro(report: dict) -> list[str]:
-    s = report["settings"]
-    meta = report["meta"]
-    lines = [f"preset {s['preset']}: input {s['input_len']} tokens, output {s['output_len']} tokens (ignore_eos), "
-             f"request rate {s['request_rate']}, concurrency {s['concurrency']}, requests {s['num_prompts']}, "
-             f"{s['rounds']} alternating round(s) per transport"]
-    lines.append(f"machine: {meta['cpus']} CPUs, {meta['platform']}, python {meta['python']}"
-                 + (f", load average at start {meta['loadavg_at_start'][0]:.1f}" if "loadavg_at_start" in meta else ""))
-    servers = meta.get("servers", {})
-    if servers:
-        lines.append("servers: " + "; ".join(f"{t}: " + ", ".join(f"{k}={v}" for k, v in i.items())
-                                             for t, i in servers.items()))
-    for note in report.get("notes", []):
-        lines.append(note)
-    bad = [(lv["concurrency"], t, m["errors"]) for lv in report["levels"] for t, m in lv["transports"].items()
-           if m["failed"]]
-    for c, t, errors in bad:
-        lines.append(f"FAILED requests at concurrency {c} ({t}): {errors}")
-    return lines
-
-
-def write_json(report: dict, path: str) -> None:
-    with open(path, "w") as fh:
-        json.dump(report, fh, indent=1, default=lambda o: None if isinstance(o, float) and math.isnan(o) else str(o))
-        fh.write("\n")
