@@ -412,6 +412,24 @@ def test_reproducers_replay_the_last_requests(testee, tmp_path, monkeypatch):
     assert out[-1] == "reference decode of the payload: 7"
 
 
+def test_a_saved_frame_that_is_no_request_is_refused_naming_the_member(tmp_path):
+    """testee replay reads a saved frame through the request structs (conformance/testee/frames.py)."""
+    from conformance.errors import UsageError
+    from conformance.testee.replay import replay
+
+    path = tmp_path / "decode.frame"
+    path.write_bytes(protocol.pack({"type": "decode", "transport": "json", "payload": b"\x01"}))
+    with pytest.raises(UsageError, match=r"is not a saved request frame: .*'transport'"):
+        replay(path, f"cmd:{TESTEE}", print)
+
+
+def test_the_answer_to_stop_is_checked_as_a_frame():
+    assert protocol.check_stopped({"type": "stopped"}) == {"type": "stopped"}
+    for wrong in ({"type": "result"}, []):
+        with pytest.raises(protocol.ProtocolError, match="'stopped'"):
+            protocol.check_stopped(wrong)
+
+
 def test_a_testee_that_cannot_pickle_skips_objects_to_wrap_and_forwards_wrappers():
     limited = SubprocessAdapter(f"{TESTEE} --transports msgpack")
     try:

@@ -154,11 +154,9 @@ class _Process:
     def stop(self) -> None:
         if self.proc.poll() is None:
             try:
-                answer = self.ask({"type": "stop"}, timeout=5)
-                if answer.get("type") != "stopped":
-                    raise TesteeRuntimeError(f"expected 'stopped', got {answer!r:.100}")
+                protocol.check_stopped(self.ask({"type": "stop"}, timeout=5))
                 self.proc.wait(timeout=5)
-            except (TesteeRuntimeError, subprocess.TimeoutExpired):
+            except (TesteeRuntimeError, protocol.ProtocolError, subprocess.TimeoutExpired):
                 self.kill()
         for stream in (self.stdin, self.stdout):
             try:

@@ -179,6 +179,25 @@ def spec_version(started: dict[str, Any]) -> str:
         raise ProtocolError(f"'spec': {exc}") from None
 
 
+def check_stopped(message: Any) -> dict[str, Any]:
+    """Validate the answer to `stop` (frames.Stopped); returns it."""
+    if not isinstance(message, dict) or message.get("type") != "stopped":
+        raise ProtocolError(f"expected a 'stopped' answer to 'stop', got {message!r:.100}")
+    _frame(message, frames.Stopped, "stopped")
+    return message
+
+
+def check_request(message: dict[str, Any], saved: bool = False) -> dict[str, Any]:
+    """Validate a request frame through its struct (frames.Request): a saved one (`testee replay`;
+    saved without its id) before it is sent again. The runner's own requests are checked against
+    the schema by tests, not on every send: some checks send a testee a request it must refuse."""
+    try:
+        msgspec.convert({**message, "id": 0} if saved else message, frames.Request)
+    except msgspec.ValidationError as exc:
+        raise ProtocolError(f"malformed '{message.get('type')}' request frame: {invalid_member(exc)}") from None
+    return message
+
+
 def check_result(message: Any, request_id: int) -> dict[str, Any]:
     """Validate an answer to request `request_id` (frames.Result); returns it."""
     if not isinstance(message, dict):

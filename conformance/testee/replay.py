@@ -88,7 +88,7 @@ def replay(path: Path, impl: str, out: Callable[[str], None] = print) -> int:
     from conformance.testee.adapter import SubprocessAdapter, TesteeRuntimeError
 
     try:
-        request = protocol.unpack(Path(path).read_bytes()[4:])
+        request = protocol.check_request(protocol.unpack(Path(path).read_bytes()[4:]), saved=True)
     except OSError as exc:
         raise UsageError(f"cannot read the saved request {str(path)!r}: {exc.strerror}") from None
     except protocol.ProtocolError as exc:
