@@ -275,7 +275,8 @@ def test_client_wrk_without_wrk_is_a_clean_error(monkeypatch, capsys):
     monkeypatch.setattr(sb, "find_wrk", lambda: None)
     assert cli_main(["bench", "serve", "--client", "wrk"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("error: --client wrk: wrk is not installed") and "Traceback" not in err
+    assert err.startswith("ipc-conformance bench serve: error: --client wrk: wrk is not installed"), err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     parser = __import__("argparse").ArgumentParser()
     sb.add_arguments(parser)
     s = sb.settings_from_args(parser.parse_args(["--preset", "ipc"]))
