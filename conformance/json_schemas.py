@@ -12,6 +12,7 @@ write those documents (so a dashboard or a testee in another language can rely o
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -71,7 +72,19 @@ SCHEMAS: dict[str, Callable[[], dict[str, Any]]] = {
 
 def text(name: str) -> str:
     """The published file's text, as generated now."""
-    return json.dumps(SCHEMAS[name](), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(_canonical(SCHEMAS[name]()), indent=2, ensure_ascii=False) + "\n"
+
+
+def _canonical(node: Any) -> Any:
+    """The same text from every supported msgspec: releases differ in how they dedent a
+    docstring and in which order they list the arms of an Optional."""
+    if isinstance(node, dict):
+        return {k: (inspect.cleandoc(v) if k == "description" and isinstance(v, str) else
+                    sorted((_canonical(a) for a in v), key=lambda a: json.dumps(a, sort_keys=True))
+                    if k == "anyOf" else _canonical(v)) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_canonical(v) for v in node]
+    return node
 
 
 def stale(folder: Optional[Path] = None) -> list[str]:
