@@ -33,4 +33,4 @@ def summary_line(records: Sequence[CheckRecord]) -> str:
     """passed / failed / skipped: expected failures and recommended checks that failed are none
     of these (the line before counts them)."""
     c = counts(records)
-    return f"conformance: {c[Outcome.PASSED]} passed, {c[Outcome.FAILED]} failed, {c[Outcome.SKIPPED]} skipped"
+    return f"conformance: {c.passed} passed, {c.failed} failed, {c.skipped} skipped"

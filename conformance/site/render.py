@@ -32,8 +32,6 @@ from conformance.site.model import (
 
 HERE = Path(__file__).resolve().parent
 CSS = HERE / "style.css"
-SYMBOL = {o: o.symbol for o in Outcome}
-WORD = {o: o.word for o in Outcome}
 
 
 @dataclass
@@ -65,7 +63,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(SYMBOL=SYMBOL, STATE=STATE, WORD=WORD, LEVELS=LEVELS, matrix_cell=matrix_cell,
+    env.globals.update(STATE=STATE, LEVELS=LEVELS, matrix_cell=matrix_cell,
                        count=count, matrix=matrix)
     return env
 
