@@ -231,7 +231,9 @@ def _quote(word: str) -> str:
 
 def run_of(results: results_file.Results, source: Path) -> Run:
     """A run of the site from a results.json's struct."""
-    meta = {k: v for k, v in msgspec.to_builtins(results).items() if k not in ("results", "counts")}
+    # Every member but the records and their counts (converted alone: a run has thousands of records).
+    meta = {name: msgspec.to_builtins(value) for name in results.__struct_fields__
+            if name not in ("results", "counts") and (value := getattr(results, name)) is not None}
     return Run(source=source, impl=results.impl, manifest=results.manifest or "?",
                transport=results.transport or "both", records=[Record.of(r) for r in results.results], meta=meta)
 
