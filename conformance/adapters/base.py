@@ -10,6 +10,7 @@ from conformance.transport import TRANSPORTS, Transport
 
 if TYPE_CHECKING:
     from conformance.adapters.e2e import E2ERun
+    from conformance.pipeline import PipelineRun, Topology
     from conformance.schema.manifest import Manifest
 
 #: obj (in-process form: PickleWrapper-typed fields hold their objects), transport -> what the
@@ -39,6 +40,7 @@ CAPABILITIES: Mapping[str, str] = {
     **{f"receive_path.{path}": f"the engine's {path} receive path over real sockets (receive_paths)"
        for path in RECEIVE_PATHS},
     "e2e": "running its server with the IPC tap on through the fixed scenario (run_e2e)",
+    "pipeline": "running the scenario through its own pipeline per transport and topology (run_pipeline)",
 }
 OPTIONAL_CAPABILITIES = frozenset(CAPABILITIES)
 #: What an in-process Python implementation typically offers (the reference declares more).
@@ -184,6 +186,14 @@ class Adapter:
         stop it, and return what happened (capability "e2e"; checks ``E2E``): the responses,
         every tapped message as raw frames, the spans and the shutdown facts. Leaves nothing
         running. The checks decode the tapped frames with this adapter's decode_frames."""
+        raise NotImplementedError
+
+    def run_pipeline(self, transport: Transport, topology: "Topology", workdir: Path) -> "PipelineRun":
+        """Drive conformance.pipeline's scenario for ``topology`` through this implementation's
+        own pipeline, the transport selected the way its users select it, the model's forward
+        replaced by a stub that records what it produced (capability "pipeline"; checks
+        ``Pipeline``, SPEC §16). Returns the run's record; a hop that died or hung is reported in
+        ``errors``, never raised; leaves nothing running."""
         raise NotImplementedError
 
     @property

@@ -12,15 +12,31 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import pickle
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import msgspec
 
 from conformance.adapters.base import IN_PROCESS, TOP_LEVEL_WRAPPER, Adapter, ReceivePath
 
+if TYPE_CHECKING:
+    from conformance.pipeline import PipelineRun, Topology
+
 MODULE = "sglang.srt.managers.io_struct"
 # Importing this registers KvMetrics in the top-level union (hook_custom_types).
 CUSTOM_TYPE_MODULES = ("sglang.srt.managers.scheduler_components.kv_events_publisher",)
+
+
+#: The hops of an SGLang deployment its pipeline runs leave out on a CPU machine, and why.
+SGLANG_NOT_DRIVEN = {
+    "model forward": "replaced by the deterministic stub scheduler (tokens, logprobs, hidden states, customized "
+                     "info); SGLang's Scheduler class needs a GPU model runner",
+    "scheduler request handling": "the stub builds SGLang's Req from the received request (the arguments of "
+                                  "Scheduler.handle_generate_request); batching and the KV cache are the model's",
+    "multi-tokenizer mode": "not driven: its worker processes are started by SGLang's launcher only",
+    "tracing on": "driven by the Trace checks (their own processes), not in the pipeline runs",
+    "embeddings": "not driven: a generation model serves the scenario",
+}
 
 
 class SGLangAdapter(Adapter):
@@ -37,7 +53,7 @@ class SGLangAdapter(Adapter):
     # receive path is not driven: its batch-output handler opens customized info into a local
     # that only waiting request states see (sglang_engine.py).
     capabilities = IN_PROCESS | {"receive_path.controller", "receive_path.scheduler", "receive_path.detokenizer",
-                                 "receive_path.unroutable"}
+                                 "receive_path.unroutable", "pipeline"}
 
     def __init__(self) -> None:
         self._io: Any = importlib.import_module(MODULE)  # SGLang ships no type information
@@ -165,6 +181,17 @@ class SGLangAdapter(Adapter):
 
         with OutputRig(self._io, transport) as rig:
             return rig.through_detokenizer(self._sent_form(obj, transport))
+
+    # -- its own pipeline (sglang_pipeline.py) -------------------------------------------
+    def run_pipeline(self, transport: str, topology: "Topology", workdir: Path) -> "PipelineRun":
+        """SGLang's own processes' code in one process per run, the transport selected by
+        SGLANG_USE_PICKLE_IPC in its environment (conformance/adapters/sglang_pipeline.py)."""
+        from conformance.pipeline import switch_value
+        from conformance.pipeline_runner import run_module
+
+        return run_module("conformance.adapters.sglang_pipeline", transport, topology, workdir,
+                          env={"SGLANG_USE_PICKLE_IPC": switch_value(topology, transport)},
+                          not_driven=SGLANG_NOT_DRIVEN)
 
     # -- its own payloads --------------------------------------------------------------
     def payload_samples(self) -> Mapping[str, Sequence[Any]]:
