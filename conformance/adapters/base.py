@@ -24,7 +24,6 @@ PayloadPosition = str
 TOP_LEVEL_WRAPPER = "PickleWrapper"
 
 
-
 @dataclass(frozen=True)
 class EnginePayload:
     """One object the engine builds and sends inside a message (Adapter.engine_payloads).
