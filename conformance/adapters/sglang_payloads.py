@@ -16,6 +16,14 @@ by upstream's own classes the way its processes build them, with the state they 
   marker maps nested in its state map). ``wrap_shm_features`` itself reads the published server
   configuration, which no server publishes here, so its loop is run with its own
   ``_wrap_tensor_or_list``. The segments are unlinked after the check.
+- ``cuda_ipc_proxy``: the same items after the processor's CUDA IPC wrap
+  (``_prepare_mm_items_for_transport``: ``setattr(item, field, wrapped)``), each proxy
+  (msgpack extension 5) made by ``CudaIpcTensorTransportProxy(...)`` with the arguments
+  ``MmItemMemoryPool.wrap_tensor`` passes it (a pool slice, the feature, the pool's IPC handle,
+  the lease's offsets and generation). The pool lives on a GPU; here the slice is a CPU tensor
+  and the handle a tuple shaped like ``storage._share_cuda_()``'s: the proxy's state (its
+  ``proxy_state`` map with shape, dtype, stride and the reconstruction dtype nested in
+  ``ipc_extra``, and the consumer protocol's offsets) is what the engine builds.
 - ``session_params``: ``SessionParams(**request.session_params)`` as the tokenizer manager builds it.
 - ``lora_refs``: ``LoRARef``s made by ``LoadLoRAAdapterReqInput.to_ref()`` (the id as
   ``--lora-paths`` mints it, ``LoRARef.deterministic_id``) in the
@@ -114,6 +122,30 @@ def release_shm(obj: Any) -> None:
                 pointer.close_and_unlink()
 
 
+#: What storage._share_cuda_() returns, in shape: device, handle, size, offset, ref-counter handle
+#: and offset, event handle, event sync required.
+POOL_IPC_HANDLE = (0, b"\x01" * 64, 1 << 20, 0, b"/torch_ref_counter", 0, b"\x02" * 64, True)
+
+
+def cuda_ipc_proxy() -> Any:
+    """The items after _prepare_mm_items_for_transport: each feature a CudaIpcTensorTransportProxy
+    made as MmItemMemoryPool.wrap_tensor makes it (the lease of one slice per feature)."""
+    from sglang.srt.multimodal.transport.cuda_ipc import CudaIpcTensorTransportProxy
+
+    items = _processor_items()
+    start = 0
+    for generation, item in enumerate(items, 1):
+        feature = item.feature
+        destination = torch.empty_like(feature).copy_(feature)  # the pool slice the feature was copied to
+        proxy = CudaIpcTensorTransportProxy(
+            data=destination, info_data=feature, pool_ipc_handle=POOL_IPC_HANDLE, pool_byte_offset=start,
+            ready_byte_offset=start + 4096, ack_byte_offset=start + 4104, generation=generation,
+            total_consumer_count=2, use_pool_handle_cache=True)
+        item.feature = proxy  # _prepare_mm_items_for_transport: setattr(item, field, wrapped)
+        start += 8192
+    return _mm_inputs(items)
+
+
 def session_params() -> Any:
     from sglang.srt.managers.io_struct import SessionParams
 
@@ -137,6 +169,7 @@ def engine_payloads() -> dict[str, EnginePayload]:
         "sampling_params": EnginePayload(f"{generate}.sampling_params", sampling_params),
         "mm_items": EnginePayload(f"{generate}.mm_inputs", mm_items),
         "shm_pointer": EnginePayload(f"{generate}.mm_inputs", shm_pointer, release_shm),
+        "cuda_ipc_proxy": EnginePayload(f"{generate}.mm_inputs", cuda_ipc_proxy),
         "session_params": EnginePayload(f"{generate}.session_params", session_params),
         "lora_refs": EnginePayload("LoRAUpdateOutput.loaded_adapters", lora_refs),
     }
