@@ -5,6 +5,10 @@
   validation (``reference_impl.engine.protocol.generate_specs`` with the engine's byte tokenizer:
   strict validation, greedy normalization, stop strings moved to ``stop_strs`` with their byte
   length, ``is_normalized``), as the tokenizer manager then sends it in ``TokenizedGenerateReqInput``.
+- ``time_stats``: a request's ``ReqTimeStats`` as the tokenizer manager's ``_new_state`` makes
+  it: the client's trace header, the ``created`` stamp, and the carrier of the request's span
+  from the engine's own ``Tracing`` (a real OpenTelemetry span, exported to a temporary folder),
+  in the PickleWrapper field ``time_stats``.
 - ``mm_items``: the reference engine has no multimodal processor; its own ``MultimodalDataItem``s
   (reference_impl/io_struct.py, a struct with a ``__dict__``) filled the way upstream's processor
   fills them, through ``processor_set`` below (the reference's equivalent of upstream's item
@@ -41,6 +45,26 @@ def sampling_params() -> Any:
     request = GenerateRequest(text="Count: 1. 2.", sampling_params=dict(REQUEST_SAMPLING_PARAMS))
     specs, _ = generate_specs(request, tokenizer, tokenizer.vocab_size, context_length=512)
     return specs[0].sampling_params
+
+
+TRACE_HEADER = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+
+
+def time_stats() -> Any:
+    import tempfile
+
+    from reference_impl.engine.tracing import ReqTimeStats, Tracing
+
+    rid = "engine-built-0"
+    stats = ReqTimeStats(rid=rid, external_trace_header=dict(TRACE_HEADER), trace_carrier=dict(TRACE_HEADER))
+    stats.mark("created")
+    with tempfile.TemporaryDirectory() as folder:
+        tracing = Tracing("tokenizer_manager", folder)
+        span = tracing.start_span("tokenizer_manager.request", TRACE_HEADER, rid=rid, kind="generate")
+        stats.trace_carrier = Tracing.carrier(span, TRACE_HEADER)
+        if span is not None:
+            span.end()
+    return stats
 
 
 def processor_set(item: Any, name: str, value: Any) -> None:
@@ -96,6 +120,7 @@ def engine_payloads() -> dict[str, EnginePayload]:
     generate = "TokenizedGenerateReqInput"
     return {
         "sampling_params": EnginePayload(f"{generate}.sampling_params", sampling_params),
+        "time_stats": EnginePayload(f"{generate}.time_stats", time_stats),
         "mm_items": EnginePayload(f"{generate}.mm_inputs", mm_items),
         "shm_pointer": EnginePayload(f"{generate}.mm_inputs", shm_pointer),
     }

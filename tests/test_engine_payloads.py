@@ -85,7 +85,7 @@ def _run(impl: str, tmp_path: Path) -> tuple[dict[str, str], str]:
 
 def test_the_reference_keeps_its_engine_payloads(tmp_path):
     outcome, out = _run("reference", tmp_path)
-    names = ("sampling_params", "mm_items", "shm_pointer")
+    names = ("sampling_params", "time_stats", "mm_items", "shm_pointer")
     assert outcome == {CHECK.format(n, t): "passed" for n in names for t in BOTH}, out[-3000:]
 
 
