@@ -6,7 +6,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from conformance.adapters.base import OPTIONAL_CAPABILITIES, Adapter, ReceivePath
+from conformance.adapters.base import OPTIONAL_CAPABILITIES, Adapter, EnginePayload, ReceivePath
 from conformance.adapters.e2e import E2ERun, TappedMessage
 from reference_impl.errors import WireError
 
@@ -126,6 +126,12 @@ class ReferenceAdapter(Adapter):
         for struct in ("BatchTokenIDOutput", "BatchStrOutput"):
             samples[f"{struct}.customized_info"] = [{"expert_ids": [[1, 2], [3]], "note": ["a", "b"]}]
         return samples
+
+    def engine_payloads(self) -> Mapping[str, EnginePayload]:
+        """The engine's own objects as it builds them (reference_tools/engine_payloads.py)."""
+        from reference_tools.engine_payloads import engine_payloads
+
+        return engine_payloads()
 
     def decode_frames(self, frames: Sequence[bytes], transport: str) -> Any:
         return self._codec.decode_frames(frames, transport, allow_pickle=True, unwrap_wrappers=False)

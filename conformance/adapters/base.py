@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
@@ -22,6 +23,24 @@ ReceivePath = Callable[[Any, str], Any]
 #: TOP_LEVEL_WRAPPER (the object is the whole message, wrapped: a top-level PickleWrapper).
 PayloadPosition = str
 TOP_LEVEL_WRAPPER = "PickleWrapper"
+
+
+@dataclass(frozen=True)
+class EnginePayload:
+    """One object the engine builds and sends inside a message (Adapter.engine_payloads).
+
+    ``build()`` returns a fresh object built the way the engine builds it: through the engine's
+    own constructors, setters and normalization (a request's sampling parameters normalized and
+    verified as the tokenizer manager does, multimodal items filled through the processor's
+    setter, a shared-memory pointer made by the engine's wrap). ``position`` is where it travels:
+    "<Struct>.<field>" of a catalogue message. ``release(obj)``, if given, frees what a built or
+    received object holds outside the process (a shared-memory segment); the check calls it on
+    both after comparing."""
+
+    position: PayloadPosition
+    build: Callable[[], Any]
+    release: Optional[Callable[[Any], None]] = None
+
 
 #: The engine receive paths a ReceivePath check can drive (see Adapter.receive_paths).
 RECEIVE_PATHS = ("controller", "scheduler", "detokenizer", "tokenizer_manager", "unroutable")
@@ -171,6 +190,18 @@ class Adapter:
         receiver reads as the class default. The samples must be picklable and fresh on every
         call (a check may change them). Receive-path checks send the first sample of a position
         as the object the sender must wrap (opaque_value). None: no Payload checks."""
+        return {}
+
+    def engine_payloads(self) -> Mapping[str, EnginePayload]:
+        """The engine's own objects as the engine builds and mutates them, by a name of the
+        adapter's choosing (an identifier: it is part of the check id). Checks
+        ``EnginePayload.<name>.StateKept.<transport>`` put each at its position of the canonical
+        message, send it with this adapter's ``send`` over a real ZeroMQ socket pair and receive
+        it with ``recv`` (capability "socket"), then compare the object's state on both sides:
+        ``__getstate__()`` where its class defines one, else its fields, ``__dict__`` and slots,
+        recursively (tensors by dtype, shape, device and values, dtypes by identity). Unlike
+        payload_samples these need not be PickleWrapper positions: any field whose object the
+        engine builds with state of its own. None: no EnginePayload checks."""
         return {}
 
     def decode_frames(self, frames: Sequence[bytes], transport: Transport) -> Any:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import msgspec
 
-from conformance.adapters.base import IN_PROCESS, TOP_LEVEL_WRAPPER, Adapter, ReceivePath
+from conformance.adapters.base import IN_PROCESS, TOP_LEVEL_WRAPPER, Adapter, EnginePayload, ReceivePath
 
 if TYPE_CHECKING:
     from conformance.pipeline import PipelineRun, Topology
@@ -222,6 +222,12 @@ class SGLangAdapter(Adapter):
                 for struct in ("BatchTokenIDOutput", "BatchStrOutput")}
         handshakes = [WorkerPortHandshake(worker_ports=[31000, 31001], attn_tp_size=1, attn_cp_size=1), "1"]
         return {TOP_LEVEL_WRAPPER: handshakes, **requests, **outputs, **info}
+
+    def engine_payloads(self) -> Mapping[str, EnginePayload]:
+        """Upstream's own objects as its processes build them (conformance/adapters/sglang_payloads.py)."""
+        from conformance.adapters.sglang_payloads import engine_payloads
+
+        return engine_payloads()
 
     def validate_http(self, struct: str, json_text: str) -> Any:
         from pydantic import TypeAdapter

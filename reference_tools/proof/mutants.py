@@ -1085,6 +1085,61 @@ class TimeStatsDropsAField(Mutant):
         return {name: during(path) for name, path in super().receive_paths().items()}
 
 
+# -- engine-built payloads (R-PW-7) -------------------------------------------------------------
+class MmDataOnInstance(Mutant):
+    """The engine's multimodal item setter writes processor data (a name that is not a field)
+    into the item's instance __dict__, which neither transport carries: after transit the image
+    grid and the per-frame map are gone (R-PW-7)."""
+
+    kind = "payload"
+
+    def engine_payloads(self) -> Any:
+        import dataclasses
+
+        from reference_tools import engine_payloads as builders
+
+        def on_instance(item: Any, name: str, value: Any) -> None:
+            setattr(item, name, value)  # a struct with a __dict__ keeps any other name there
+
+        def planted(build: Callable[[], Any]) -> Callable[[], Any]:
+            def run() -> Any:
+                with patched(builders, "processor_set", on_instance):
+                    return build()
+            return run
+        return {name: dataclasses.replace(payload, build=planted(payload.build))
+                for name, payload in super().engine_payloads().items()}
+
+
+def _nested_maps_left_encoded(value: Any, in_map: bool = False) -> Any:
+    """value with every tensor in a map nested in a map left in its wire form (extension 2)."""
+    from reference_impl import ext
+
+    if isinstance(value, msgspec.Struct):
+        return msgspec.structs.replace(value, **{n: _nested_maps_left_encoded(getattr(value, n))
+                                                 for n in value.__struct_fields__})
+    if type(value) in (list, tuple):
+        return type(value)(_nested_maps_left_encoded(v, in_map) for v in value)
+    if type(value) is dict:
+        return {k: ext.enc_hook(v) if in_map and isinstance(v, torch.Tensor) else _nested_maps_left_encoded(v, True)
+                for k, v in value.items()}
+    return value
+
+
+class NestedMapsNotDecoded(Mutant):
+    """The msgpack decoder stops recursing into maps nested in maps at Any positions: a tensor in
+    a multimodal item's per-frame map arrives as its raw extension (R-PW-7)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        got = super().decode(data, transport)
+        return _nested_maps_left_encoded(got) if transport == "msgpack" else got
+
+    def recv(self, sock: Any, transport: str) -> Any:
+        got = super().recv(sock, transport)
+        return _nested_maps_left_encoded(got) if transport == "msgpack" else got
+
+
 # -- decoders that check less than R-EXT-3 and R-TEN-1 ask ---------------------------------
 class NdarrayDtypeChecksSkipped(Mutant):
     """Any dtype numpy can build is read from the raw bytes, padded or cut to fit: object,

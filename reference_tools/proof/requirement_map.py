@@ -213,6 +213,9 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
        "Required.ReceivePath.BatchTokenizedGenerateReqInput.Scheduler.msgpack"),
     _v(MUTANTS, "TopLevelWrapperKeptClosed", "Required.Payload.PickleWrapper.StateKept.msgpack"),
     _v(MUTANTS, "TimeStatsDropsAField", "Required.Payload.TokenizedGenerateReqInput.time_stats.StateKept.msgpack"),
+    _v(MUTANTS, "MmDataOnInstance", "Required.EnginePayload.mm_items.StateKept.pickle",
+       "Required.EnginePayload.mm_items.StateKept.msgpack"),
+    _v(MUTANTS, "NestedMapsNotDecoded", "Required.EnginePayload.mm_items.StateKept.msgpack"),
     _v(MUTANTS, "NdarraysShareReceiveBuffer", "Required.TensorMemory.ndarray.OwnsMemory.msgpack"),
     _testee("colliding-keys", "Required.Accepts.DumperControlReqInput.CollidingKeysNotWritten"),
 )}
@@ -401,6 +404,8 @@ PROOFS: dict[str, Proof] = {
     "R-PW-5a": P(("UnpicklesWireBytes", "UntrustedReceiveUnpickles", "UntrustedReceiveUnpicklesAllowListed"),
                  ("testee --break unsafe-receive",)),
     "R-PW-6a": P(("WrapperContentsLost",), (_t("WrapperContentsLost"),)),
+    "R-PW-7a": P(("MmDataOnInstance",), no_testee="payload"),
+    "R-PW-7b": P(("NestedMapsNotDecoded",), no_testee="payload"),
     "R-HTTP-1a": P(("NoBase64",), (_t("NoBase64"),)),
     "R-HTTP-2a": P(("NoBase64",), (_t("NoBase64"),)),
     "R-HTTP-2b": P(("HttpUnknownKeysAccepted",), ("testee --break http-unknown-keys",)),
