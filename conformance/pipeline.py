@@ -97,13 +97,24 @@ def scenario(topology: Topology) -> list[dict[str, Any]]:
         gen("stream", rid="stream", text="Once upon", stream=True),
         gen("stream_logprobs", rid="stream_logprobs", text="Stream", stream=True, return_logprob=True,
             top_logprobs_num=1),
-        {"name": "flush_cache", "path": "/flush_cache", "body": {}},
+        control("flush_cache", "/flush_cache", {}, "FlushCacheReqInput"),
+        control("open_session", "/open_session", {"capacity_of_str_len": 1024, "session_id": "session-1"},
+                "OpenSessionReqInput"),
+        control("close_session", "/close_session", {"session_id": "session-1"}, "CloseSessionReqInput"),
+        control("pause_generation", "/pause_generation", {"mode": "in_place"}, "PauseGenerationReqInput"),
+        control("continue_generation", "/continue_generation", {}, "ContinueGenerationReqInput"),
     ]
     if topology.dp_size == 1:
         steps.append(weights_step("update_weights", weight_payload(1024)))
     if topology.large:
         steps.append(weights_step("large_message", weight_payload(LARGE_MESSAGE_BYTES)))
     return steps
+
+
+def control(name: str, path: str, body: dict[str, Any], message: str) -> dict[str, Any]:
+    """A control request: the tokenizer manager sends ``message`` on, and every scheduler rank
+    must receive it once."""
+    return {"name": name, "path": path, "body": body, "control": message}
 
 
 def weight_payload(size: int) -> bytes:
@@ -233,6 +244,13 @@ def delivery_failures(run: PipelineRun) -> list[str]:
     for rid in expected_rids(run.topology):
         if counts.get(rid, 0) != 1:
             lines.append(f"request {rid!r} reached the scheduler ranks {counts.get(rid, 0)} time(s), not once")
+    for step in scenario(run.topology):
+        if "control" not in step:
+            continue
+        for rank in range(run.topology.dp_size):
+            got = sum(1 for item in run.received if item["type"] == step["control"] and item.get("rank") == rank)
+            if got != 1:
+                lines.append(f"{step['name']}: scheduler rank {rank} received {step['control']} {got} time(s), not once")
     return lines
 
 

@@ -279,6 +279,8 @@ class StubScheduler:
                 success=True, message=f"stub loaded {sizes}"), obj)
         elif isinstance(obj, io.FlushCacheReqInput):
             self.send_to_tokenizer.send_output(io.FlushCacheReqOutput(success=True), obj)
+        elif isinstance(obj, io.OpenSessionReqInput) and self.rank == 0:  # one answer a deployment
+            self.send_to_tokenizer.send_output(io.OpenSessionReqOutput(session_id=obj.session_id, success=True), obj)
 
     def _req(self, obj: Any) -> Any:
         """SGLang's Req for a received request, from the fields the scheduler's
