@@ -90,8 +90,9 @@ def driver_args(argv: Optional[Sequence[str]] = None) -> tuple[str, Path, str]:
 
 
 def recv_timeout_ms() -> int:
-    """How long a driver's receiver waits for its message: a little under the runner's bound."""
-    return int(max(1.0, float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)) - 5.0) * 1000)
+    """How long a driver's receiver waits for its message: a little over the runner's bound (the
+    runner kills what is still running at its bound and names it)."""
+    return int((float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S)) + 5.0) * 1000)
 
 
 def read_request(workdir: Path) -> tuple[Any, str]:
@@ -138,13 +139,19 @@ def run_chain(driver: str, env: Mapping[str, str], workdir: Path, request: Any, 
                     [sys.executable, "-c", code, role, str(workdir), ipc_dir], stdout=log, stderr=subprocess.STDOUT,
                     env={**os.environ, **env, TIMEOUT_ENV: str(timeout_s)}, start_new_session=True)
         deadline = time.monotonic() + timeout_s
-        for role in ROLES:
-            try:
-                procs[role].wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                raise TraceRunError(
-                    f"the {role} process (pid {procs[role].pid}) hung: killed after {timeout_s:.0f} s"
-                    f"{_log_tail(workdir, role)}") from None
+        while time.monotonic() < deadline:
+            failed = [role for role in ROLES if procs[role].poll() not in (None, 0)]
+            if failed:  # the others may wait for it forever: stop now
+                role = failed[0]
+                raise TraceRunError(f"the {role} process exited with status {procs[role].returncode}"
+                                    f"{_log_tail(workdir, role)}")
+            if all(proc.poll() is not None for proc in procs.values()):
+                break
+            time.sleep(0.05)
+        else:
+            hung = [role for role in ROLES if procs[role].poll() is None]
+            raise TraceRunError(", ".join(f"the {role} process (pid {procs[role].pid})" for role in hung)
+                                + f" hung: killed after {timeout_s:g} s{_log_tail(workdir, hung[0])}")
         for role in ROLES:
             if procs[role].returncode != 0:
                 raise TraceRunError(f"the {role} process exited with status {procs[role].returncode}"
