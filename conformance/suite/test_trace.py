@@ -1,5 +1,5 @@
 """The implementation's own tracing, enabled, across real processes (SPEC R-TRACE-4; defect class:
-tracing silently stops working).
+trace-lost).
 
 The adapter's ``run_traced`` (capability ``trace``; others skip) runs three processes, each with
 the transport selected as the implementation's users select it: the tokenizer manager opens the
