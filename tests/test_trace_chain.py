@@ -16,7 +16,11 @@ from conformance.adapters.trace import CLIENT_TRACE_ID, ROLES, TraceRun, TraceRu
 from conformance.schema.values import ValueBuilder
 from conformance.suite import test_trace as trace_checks  # not its check function: pytest would collect it
 from reference_tools.adapter import ReferenceAdapter
-from reference_tools.proof.mutants import TraceCarrierDroppedOnReceive, TraceCarrierFromCurrentContext
+from reference_tools.proof.mutants import (
+    TraceCarrierDroppedOnReceive,
+    TraceCarrierFromCurrentContext,
+    TraceCarrierNotAdvanced,
+)
 
 HOPS = trace_checks.HOPS
 
@@ -63,6 +67,16 @@ def test_check_fails_when_the_receiver_drops_the_carrier(monkeypatch, tmp_path):
     monkeypatch.setattr(adapter, "trace_prelude", TraceCarrierDroppedOnReceive.trace_prelude)
     verdicts = _verdicts(_run(adapter, "pickle", tmp_path), "pickle")
     assert verdicts["TokenizerManager"] == "" and verdicts["Controller"] and verdicts["Scheduler"], verdicts
+
+
+def test_check_fails_when_the_controller_forwards_the_carrier_it_received(monkeypatch, tmp_path):
+    adapter = ReferenceAdapter()
+    monkeypatch.setattr(adapter, "trace_prelude", TraceCarrierNotAdvanced.trace_prelude)
+    verdicts = _verdicts(_run(adapter, "msgpack", tmp_path), "msgpack")
+    assert verdicts["TokenizerManager"] == verdicts["Controller"] == "", verdicts
+    assert verdicts["Scheduler"].startswith("Scheduler: the request's spans are not one linked trace over msgpack at "
+                                            "scheduler: expected a span that is a child of, or links to, a span of "
+                                            "controller "), verdicts
 
 
 def test_a_hung_process_is_killed_and_named_in_one_line(monkeypatch, tmp_path):

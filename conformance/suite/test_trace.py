@@ -7,8 +7,10 @@ request's trace from the client's ``traceparent`` the engine's way and sends the
 own send over ZeroMQ; the data-parallel controller receives, unwraps and continues the trace and
 forwards the request; a scheduler receives it and continues the trace. Every process exports its
 spans. ``Trace.<Hop>.OneLinkedTrace.<transport>`` passes when every span that process exported
-is in the client's trace and its first span (each span whose parent is not one of its own) is a
-child of a span an earlier process exported (the tokenizer manager's: of the client's span).
+is in the client's trace, its first span (each span whose parent is not one of its own) is a
+child of a span an earlier process exported (the tokenizer manager's: of the client's span), and
+one of its spans is a child of, or links to, a span of the process just before it (SGLang parents
+every process's thread span on the root span and links each stage to the previous one).
 A context that carries the sending thread's current context instead of the request's span, or a
 receiver that drops the carrier, starts a new trace in the next process: that hop fails.
 One run per transport serves the three hops.
@@ -90,6 +92,12 @@ def hop_failures(run: TraceRun, role: str) -> list[str]:
             got = span.parent_id or "none (a new trace)"
             failures.append(f"{role} span {span.name!r} (pid {span.pid}), its first: expected parent {expected}, "
                             f"got parent {got} in trace {span.trace_id}")
+    previous = run.of(ROLES[index - 1]) if index else []
+    ids = {s.span_id for s in previous}
+    if ids and not any(s.parent_id in ids or ids & set(s.links) for s in mine):
+        failures.append(f"{role}: expected a span that is a child of, or links to, a span of {ROLES[index - 1]} "
+                        f"({_named(previous)}), got none (the trace skips the {ROLES[index - 1]}: the carrier it "
+                        "forwarded is not its own)")
     return failures
 
 

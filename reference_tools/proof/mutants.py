@@ -1123,6 +1123,25 @@ _tracing.Tracing.start_span = _without_carrier
 """
 
 
+class TraceCarrierNotAdvanced(_TracedEngine):
+    """A process that forwards a request opens its span but sends the carrier it received on,
+    not its own span's: the next process's span skips it (R-TRACE-4, R-TRACE-1)."""
+
+    trace_prelude = """
+import contextlib
+from reference_impl.engine import tracing as _tracing
+@contextlib.contextmanager
+def _step(self, name, stats, **attributes):
+    span = self.start_span(name, stats.trace_carrier if stats else None, **attributes)
+    try:
+        yield span
+    finally:
+        if span is not None:
+            span.end()  # stats.trace_carrier stays the received one
+_tracing.Tracing.step = _step
+"""
+
+
 # -- decoders that check less than R-EXT-3 and R-TEN-1 ask ---------------------------------
 class NdarrayDtypeChecksSkipped(Mutant):
     """Any dtype numpy can build is read from the raw bytes, padded or cut to fit: object,
