@@ -53,7 +53,9 @@ class SGLangAdapter(Adapter):
     # receive path is not driven: its batch-output handler opens customized info into a local
     # that only waiting request states see (sglang_engine.py).
     capabilities = IN_PROCESS | {"receive_path.controller", "receive_path.scheduler", "receive_path.detokenizer",
-                                 "receive_path.unroutable", "pipeline"}
+                                 "receive_path.unroutable", "pipeline", "trace"}
+    # Its own tracing across real processes, each with SGLANG_USE_PICKLE_IPC set (sglang_trace.py).
+    trace_driver = "conformance.adapters.sglang_trace"
 
     def __init__(self) -> None:
         self._io: Any = importlib.import_module(MODULE)  # SGLang ships no type information
@@ -123,6 +125,9 @@ class SGLangAdapter(Adapter):
         with transport_mode(self._io, transport):
             value = self._io.sock_recv(sock)
         return self._unwrap_fields(value)
+
+    def trace_env(self, transport: str) -> Mapping[str, str]:
+        return {"SGLANG_USE_PICKLE_IPC": "1" if transport == "pickle" else "0"}
 
     # -- the engine's receive paths (sglang_engine.py) -------------------------------
     def receive_paths(self) -> Mapping[str, ReceivePath]:
