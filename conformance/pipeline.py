@@ -250,7 +250,8 @@ def delivery_failures(run: PipelineRun) -> list[str]:
         for rank in range(run.topology.dp_size):
             got = sum(1 for item in run.received if item["type"] == step["control"] and item.get("rank") == rank)
             if got != 1:
-                lines.append(f"{step['name']}: scheduler rank {rank} received {step['control']} {got} time(s), not once")
+                lines.append(f"{step['name']}: scheduler rank {rank} received {step['control']} {got} time(s), "
+                             "not once")
     return lines
 
 

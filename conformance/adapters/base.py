@@ -11,8 +11,8 @@ from conformance.transport import TRANSPORTS, Transport
 
 if TYPE_CHECKING:
     from conformance.adapters.e2e import E2ERun
-    from conformance.pipeline import PipelineRun, Topology
     from conformance.adapters.trace import TraceRun
+    from conformance.pipeline import PipelineRun, Topology
     from conformance.schema.manifest import Manifest
 
 #: obj (in-process form: PickleWrapper-typed fields hold their objects), transport -> what the

@@ -292,7 +292,7 @@ class StubScheduler:
                   return_hidden_states=obj.return_hidden_states, http_worker_ipc=obj.http_worker_ipc,
                   time_stats=obj.time_stats, vocab_size=MODEL_CONFIG["vocab_size"], eos_token_ids={257})
         req.customized_info = {}
-        produced = {"tokens": [], "input_logprobs": None, "output_logprobs": [], "top_logprobs": [],
+        produced: dict[str, Any] = {"tokens": [], "input_logprobs": None, "output_logprobs": [], "top_logprobs": [],
                     "hidden_states": [], "customized": []}
         self.record["produced"][obj.rid] = produced
         if obj.return_logprob:
@@ -419,8 +419,8 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         controller = _controller(server_args, port_args, tap)
         loops.append(_thread(controller.event_loop, "controller"))
         hops["controller"] = f"DataParallelController.event_loop, load balance {controller.load_balance_method.name}"
-        for rank, rank_args in enumerate(controller.rank_port_args):
-            ranks.append(StubScheduler(rank, server_args, rank_args, tap, record, "controller"))
+        for dp_rank, rank_args in enumerate(controller.rank_port_args):
+            ranks.append(StubScheduler(dp_rank, server_args, rank_args, tap, record, "controller"))
     for rank in ranks:
         rank.thread.start()
     hops["scheduler"] = ("SchedulerIpcChannels.create, SchedulerRequestReceiver.recv_requests, "
@@ -468,7 +468,7 @@ def _controller(server_args: Any, port_args: Any, tap: Tap) -> Any:
     from sglang.srt.server_args import PortArgs
     from sglang.srt.utils.network import get_zmq_socket
 
-    class Controller(DataParallelController):
+    class Controller(DataParallelController):  # type: ignore[misc]  # SGLang ships no type information
         def launch_dp_schedulers(self, server_args: Any, port_args: Any) -> None:
             self.rank_port_args = []
             for dp_rank in range(get_parallel().num_dp_ranks):

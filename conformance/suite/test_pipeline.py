@@ -38,7 +38,8 @@ def _all_runs(ipc: Any, tmp_path_factory: Any) -> dict[tuple[str, str], pipeline
                 topology, transport = job
                 workdir = tmp_path_factory.mktemp(f"pipeline-{topology.name}-{transport}")
                 try:
-                    return ipc.adapter.run_pipeline(transport, topology, workdir)
+                    run: pipeline.PipelineRun = ipc.adapter.run_pipeline(transport, topology, workdir)
+                    return run
                 except Exception as exc:  # noqa: BLE001 - every check of this run reports it
                     failed = pipeline.PipelineRun(transport=transport, topology=topology)
                     failed.errors.append(f"run_pipeline raised {type(exc).__name__}: {exc}")

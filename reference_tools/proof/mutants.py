@@ -1138,6 +1138,8 @@ class NestedMapsNotDecoded(Mutant):
     def recv(self, sock: Any, transport: str) -> Any:
         got = super().recv(sock, transport)
         return _nested_maps_left_encoded(got) if transport == "msgpack" else got
+
+
 class _TracedEngine(Mutant):
     """A bug planted in the engine's tracing in every process of the traced chain (run_traced):
     ``trace_prelude`` runs in each before the engine's code."""

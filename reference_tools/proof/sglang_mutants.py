@@ -65,7 +65,8 @@ MUTANTS: tuple[SourceMutant, ...] = (
         "_USE_PICKLE_IPC = bool(__import__(\"os\").environ.get(\"SGLANG_USE_PICKLE_IPC\", \"1\"))",
         "the switch read as a truthy string: '0' and 'false' select pickle too"),
     SourceMutant(
-        "output-time-stats-unwrapped", "every hop's own code", "sglang.srt.managers.scheduler_components.output_streamer",
+        "output-time-stats-unwrapped", "every hop's own code",
+        "sglang.srt.managers.scheduler_components.output_streamer",
         "            time_stats=wrap_as_pickle(self.time_stats),",
         "            time_stats=self.time_stats,",
         "the scheduler's output builder passes its time stats unwrapped"),
