@@ -229,6 +229,12 @@ class Adapter:
         ``errors``, never raised; leaves nothing running."""
         raise NotImplementedError
 
+    def run_pipelines(self, transport: Transport, topologies: Sequence["Topology"],
+                      workdir: Path) -> list["PipelineRun"]:
+        """run_pipeline for each topology, in order; an implementation whose runs share costly
+        set-up (one process for several topologies) overrides this instead."""
+        return [self.run_pipeline(transport, t, workdir / t.name) for t in topologies]
+
     # -- its own tracing, enabled, across processes (conformance/adapters/trace.py) ----------
     #: The module each process of the traced chain runs (``python -m <module> <role> <workdir>
     #: <ipc_dir>``, see conformance/adapters/trace.py); None: no ``trace`` capability.

@@ -188,15 +188,21 @@ class SGLangAdapter(Adapter):
             return rig.through_detokenizer(self._sent_form(obj, transport))
 
     # -- its own pipeline (sglang_pipeline.py) -------------------------------------------
-    def run_pipeline(self, transport: str, topology: "Topology", workdir: Path) -> "PipelineRun":
-        """SGLang's own processes' code in one process per run, the transport selected by
-        SGLANG_USE_PICKLE_IPC in its environment (conformance/adapters/sglang_pipeline.py)."""
+    def run_pipelines(self, transport: str, topologies: Sequence["Topology"], workdir: Path) -> list["PipelineRun"]:
+        """SGLang's own processes' code, the topologies that spell the switch alike in one process
+        (SGLang read once), SGLANG_USE_PICKLE_IPC in its environment (sglang_pipeline.py)."""
         from conformance.pipeline import switch_value
         from conformance.pipeline_runner import run_module
 
-        return run_module("conformance.adapters.sglang_pipeline", transport, topology, workdir,
-                          env={"SGLANG_USE_PICKLE_IPC": switch_value(topology, transport)},
-                          not_driven=SGLANG_NOT_DRIVEN)
+        by_switch: dict[str, list[Topology]] = {}
+        for topology in topologies:
+            by_switch.setdefault(switch_value(topology, transport), []).append(topology)
+        runs: dict[str, PipelineRun] = {}
+        for switch, group in by_switch.items():
+            done = run_module("conformance.adapters.sglang_pipeline", transport, group, workdir / f"switch-{switch}",
+                              env={"SGLANG_USE_PICKLE_IPC": switch}, not_driven=SGLANG_NOT_DRIVEN)
+            runs.update((run.topology.name, run) for run in done)
+        return [runs[t.name] for t in topologies]
 
     # -- its own payloads --------------------------------------------------------------
     def payload_samples(self) -> Mapping[str, Sequence[Any]]:

@@ -346,9 +346,14 @@ class StubScheduler:
 class _QuietWatchdog:
     """What the controller's event loop feeds every iteration: SGLang's soft watchdog only logs;
     this one also sleeps a little, so the non-blocking loop does not hold a core of a small
-    machine (the loop and its dispatch are unchanged)."""
+    machine, and ends the loop once its run is over (the loop and its dispatch are unchanged)."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
 
     def feed(self) -> None:
+        if self.stopping.is_set():
+            raise _Stop
         time.sleep(0.0005)
 
     @contextlib.contextmanager
@@ -364,20 +369,30 @@ class _ModelView:
 
 # -- the run ----------------------------------------------------------------------------------
 def main(config_path: str, out_path: str) -> int:
+    """Every run the file names, in order, in this process (SGLang is imported once); the
+    records are written after each run, so a run that hangs keeps those before it."""
     with open(config_path) as f:
         config = json.load(f)
-    result: dict[str, Any] = {"hops": {}, "errors": []}
-    try:
-        result.update(run(config))
-    except BaseException:  # noqa: BLE001 - what the parent reports, naming the run
-        result["errors"].append(traceback.format_exc(limit=8))
-    with open(out_path, "w") as out:
-        json.dump(result, out)
+    records: list[dict[str, Any]] = []
+    for one in config["runs"]:
+        record: dict[str, Any] = {"topology": one["topology"]["name"], "hops": {}, "errors": []}
+        try:
+            record.update(run(one, float(config["timeout_s"])))
+        except BaseException:  # noqa: BLE001 - what the parent reports, naming the run
+            record["errors"].append(traceback.format_exc(limit=8))
+        records.append(record)
+        with open(out_path + ".part", "w") as out:
+            json.dump({"runs": records}, out)
+        os.replace(out_path + ".part", out_path)
     sys.stdout.flush()
     os._exit(0)  # SGLang's loop threads and sockets end with the process
 
 
-def run(config: dict[str, Any]) -> dict[str, Any]:
+def run(config: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """One topology's run: SGLang's objects built afresh on a newly published runtime context
+    and new socket names; those of an earlier run are stopped, or left blocked on sockets
+    nothing sends to."""
+    started = time.monotonic()
     import sglang.srt.managers.io_struct as io
     from sglang.srt import runtime_context
     from sglang.srt.server_args import PortArgs, ServerArgs
@@ -385,6 +400,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     folder = tempfile.mkdtemp(prefix="ipc-conformance-sglang-pipeline-")
     write_model(folder)
     topology = config["topology"]
+    runtime_context.reset_context()
     dp_size = int(topology["dp_size"])
     server_args = ServerArgs(model_path=folder, device="cpu", dp_size=dp_size,
                              load_balance_method=topology["load_balance_method"], return_hidden_states_mode="full")
@@ -418,6 +434,7 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     else:
         controller = _controller(server_args, port_args, tap)
         loops.append(_thread(controller.event_loop, "controller"))
+        loops[-1][1].stopping = controller.soft_watchdog.stopping
         hops["controller"] = f"DataParallelController.event_loop, load balance {controller.load_balance_method.name}"
         for dp_rank, rank_args in enumerate(controller.rank_port_args):
             ranks.append(StubScheduler(dp_rank, server_args, rank_args, tap, record, "controller"))
@@ -431,25 +448,42 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         died = [f"scheduler rank {r.rank}" for r in ranks if r.error] + [n for n, loop in loops if loop.error]
         return ", ".join(died)
 
-    responses = asyncio.run(_drive(tokenizer_manager, config, float(config.get("timeout_s", 60)), dead))
+    built = time.monotonic()
+    responses = asyncio.run(_drive(tokenizer_manager, config, timeout_s, dead))
     for rank in ranks:
         rank.stopping.set()
+    for _, loop in loops:
+        loop.stop()
     errors = [f"scheduler rank {r.rank}: {r.error}" for r in ranks if r.error]
     errors += [f"{name}: {loop.error}" for name, loop in loops if loop.error]
-    return {"selected": transport, "hops": hops, "responses": responses, **record,
+    phases = {"start": round(built - started, 2), "scenario": round(time.monotonic() - built, 2)}
+    return {"selected": transport, "hops": hops, "responses": responses, **record, "phases": phases,
             "links": tap.report(), "errors": errors}
 
 
 class _LoopThread(threading.Thread):
+    """An SGLang event loop on a thread; stop() ends it at its next watchdog feed (a loop blocked
+    on a socket nothing sends to stays blocked, using no CPU, until the process ends)."""
+
     def __init__(self, target: Any, name: str) -> None:
         super().__init__(name=name, daemon=True)
         self._fn, self.error = target, ""
+        self.stopping = threading.Event()
 
     def run(self) -> None:
         try:
             self._fn()
+        except _Stop:
+            pass
         except BaseException:  # noqa: BLE001 - the loop died: the run reports it, naming the hop
             self.error = traceback.format_exc(limit=6)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+class _Stop(BaseException):
+    """Ends an SGLang event loop from the watchdog it feeds."""
 
 
 def _thread(target: Any, name: str) -> tuple[str, _LoopThread]:
