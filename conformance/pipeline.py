@@ -47,6 +47,7 @@ class Topology:
     name: str
     dp_size: int = 1
     load_balance_method: str = "round_robin"
+    tokenizer_workers: int = 1  #: several: the multi-tokenizer mode (its router splits outputs per worker)
     switch: str = "plain"  #: "plain": 1 / 0; "word": true / false
     large: bool = False  #: also send a message above 64 MiB (single-rank topologies)
 
@@ -59,6 +60,7 @@ TOPOLOGIES: tuple[Topology, ...] = (
     Topology("dp2-round_robin", dp_size=2, switch="word"),
     Topology("dp2-total_requests", dp_size=2, load_balance_method="total_requests"),
     Topology("dp2-total_tokens", dp_size=2, load_balance_method="total_tokens", switch="word"),
+    Topology("tokenizers2", tokenizer_workers=2, switch="word"),
 )
 #: The topology every other run is compared with.
 BASELINE = TOPOLOGIES[0].name

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import hashlib
 import json
 import math
@@ -401,8 +402,8 @@ def run(config: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     write_model(folder)
     topology = config["topology"]
     runtime_context.reset_context()
-    dp_size = int(topology["dp_size"])
-    server_args = ServerArgs(model_path=folder, device="cpu", dp_size=dp_size,
+    dp_size, workers = int(topology["dp_size"]), int(topology["tokenizer_workers"])
+    server_args = ServerArgs(model_path=folder, device="cpu", dp_size=dp_size, tokenizer_worker_num=workers,
                              load_balance_method=topology["load_balance_method"], return_hidden_states_mode="full")
     runtime_context.publish(server_args, role="tokenizer")
     port_args = PortArgs.init_new(server_args)
@@ -412,21 +413,34 @@ def run(config: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     transport = "pickle" if io._USE_PICKLE_IPC else "msgpack"
 
     from sglang.srt.managers.detokenizer_manager import DetokenizerManager
-    from sglang.srt.managers.tokenizer_manager import TokenizerManager
 
-    tokenizer_manager = TokenizerManager(server_args, port_args)
+    # The tokenizer side's asyncio sockets belong to the loop the scenario runs on (a tokenizer
+    # worker sends its registration while it is built).
+    event_loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(event_loop)
     first = "scheduler_0" if dp_size == 1 else "controller"  # the process the tokenizer manager sends to
-    tokenizer_manager.send_to_scheduler = TappedSocket(tokenizer_manager.send_to_scheduler,
-                                                       first, tap)
-    tokenizer_manager.recv_from_detokenizer = TappedSocket(tokenizer_manager.recv_from_detokenizer,
-                                                           "tokenizer_manager", tap)
-    hops["tokenizer_manager"] = "TokenizerManager(server_args, port_args): its send and its output handler"
+    if workers == 1:
+        from sglang.srt.managers.tokenizer_manager import TokenizerManager
+
+        managers = [TokenizerManager(server_args, port_args)]
+        managers[0].send_to_scheduler = TappedSocket(managers[0].send_to_scheduler, first, tap)
+        managers[0].recv_from_detokenizer = TappedSocket(managers[0].recv_from_detokenizer, "tokenizer_manager", tap)
+        hops["tokenizer_manager"] = "TokenizerManager(server_args, port_args): its send and its output handler"
+    else:
+        managers = _tokenizer_workers(server_args, port_args, workers, first, tap)
+        hops["tokenizer_manager"] = (f"MultiTokenizerRouter and {workers} TokenizerWorkers (their own __init__, "
+                                     "sends, routing of outputs by http_worker_ipc, output handlers)")
 
     detokenizer = DetokenizerManager(server_args, port_args)
     detokenizer.recv_from_scheduler = TappedSocket(detokenizer.recv_from_scheduler, "detokenizer", tap)
-    detokenizer.send_to_tokenizer = TappedSocket(detokenizer.send_to_tokenizer, "tokenizer_manager", tap)
-    loops = [_thread(detokenizer.event_loop, "detokenizer")]
-    hops["detokenizer"] = "DetokenizerManager(server_args, port_args).event_loop"
+    if workers == 1:
+        detokenizer.send_to_tokenizer = TappedSocket(detokenizer.send_to_tokenizer, "tokenizer_manager", tap)
+        loops = [_thread(detokenizer.event_loop, "detokenizer")]
+        hops["detokenizer"] = "DetokenizerManager(server_args, port_args).event_loop"
+    else:
+        loops = [_thread(detokenizer.multi_http_worker_event_loop, "detokenizer")]
+        hops["detokenizer"] = ("DetokenizerManager(server_args, port_args).multi_http_worker_event_loop "
+                               "(outputs split per tokenizer worker)")
 
     ranks: list[StubScheduler] = []
     if dp_size == 1:
@@ -449,7 +463,10 @@ def run(config: dict[str, Any], timeout_s: float) -> dict[str, Any]:
         return ", ".join(died)
 
     built = time.monotonic()
-    responses = asyncio.run(_drive(tokenizer_manager, config, timeout_s, dead))
+    try:
+        responses = event_loop.run_until_complete(_drive(managers, config, timeout_s, dead))
+    finally:
+        asyncio.set_event_loop(None)
     for rank in ranks:
         rank.stopping.set()
     for _, loop in loops:
@@ -522,27 +539,32 @@ def _controller(server_args: Any, port_args: Any, tap: Tap) -> Any:
     return controller
 
 
-async def _drive(tokenizer_manager: Any, config: dict[str, Any], timeout_s: float,
-                 dead: Any) -> dict[str, Any]:
+async def _drive(managers: list[Any], config: dict[str, Any], timeout_s: float, dead: Any) -> dict[str, Any]:
     """The scenario through SGLang's own app: each request's JSON answer (or its stream's
-    chunks), in order."""
+    chunks). With one tokenizer manager the steps go one after another; with several tokenizer
+    workers, step i goes through worker i mod n and the requests are all in flight at once, so
+    the scheduler's batches mix the workers' requests (the app reads the worker that serves a
+    request from the global state: here one that answers for the request's own worker)."""
     import httpx
     from sglang.srt.entrypoints import http_server
 
+    serving: contextvars.ContextVar[Any] = contextvars.ContextVar("serving", default=managers[0])
     http_server.set_global_state(http_server._GlobalState(
-        tokenizer_manager=tokenizer_manager, template_manager=None, scheduler_info={}))
+        tokenizer_manager=managers[0] if len(managers) == 1 else _PerRequest(serving), template_manager=None,
+        scheduler_info={}))
     transport = httpx.ASGITransport(app=http_server.app)
     responses: dict[str, Any] = {}
     async with httpx.AsyncClient(transport=transport, base_url="http://sglang", timeout=timeout_s) as client:
-        for step in config["scenario"]:
+        async def one(index: int, step: dict[str, Any]) -> None:
             name, path, body = step["name"], step["path"], step["body"]
+            serving.set(managers[index % len(managers)])
             if dead():
                 responses[name] = {"$error": f"not sent: {dead()} died"}
-                continue
+                return
             answer = await _answer(client.post(path, json=body), timeout_s, dead)
             if isinstance(answer, str):
                 responses[name] = {"$error": f"no answer to {path}: {answer}"}
-                continue
+                return
             text = answer.text
             if body.get("stream"):
                 chunks = [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
@@ -552,7 +574,70 @@ async def _drive(tokenizer_manager: Any, config: dict[str, Any], timeout_s: floa
                 with contextlib.suppress(ValueError):
                     text = json.loads(text)
                 responses[name] = {"status": answer.status_code, "body": text}
-    return responses
+
+        steps = list(enumerate(config["scenario"]))
+        if len(managers) == 1:
+            for index, step in steps:
+                await one(index, step)
+        else:  # generation requests together, then the control requests in order
+            await asyncio.gather(*(one(i, step) for i, step in steps if step["path"] == "/generate"))
+            for index, step in steps:
+                if step["path"] != "/generate":
+                    await one(index, step)
+    return {step["name"]: responses[step["name"]] for _, step in steps}
+
+
+@contextlib.contextmanager
+def _tapped_sockets(module: Any, links: dict[str, str], tap: Tap) -> Any:
+    """While SGLang's code in ``module`` builds its sockets: each made by SGLang's get_zmq_socket
+    (its options, its endpoint), then seen by the tap under the name of its endpoint."""
+    make = module.get_zmq_socket
+
+    def tapped(context: Any, kind: Any, endpoint: str, bind: bool) -> Any:
+        return TappedSocket(make(context, kind, endpoint, bind), links[endpoint], tap)
+
+    module.get_zmq_socket = tapped
+    try:
+        yield
+    finally:
+        module.get_zmq_socket = make
+
+
+class _PerRequest:
+    """The tokenizer manager of the app's global state when several workers serve: each request
+    reaches the worker its task chose (real deployments run one app per worker process)."""
+
+    def __init__(self, serving: "contextvars.ContextVar[Any]") -> None:
+        self._serving = serving
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._serving.get(), name)
+
+
+def _tokenizer_workers(server_args: Any, port_args: Any, count: int, first: str, tap: Tap) -> list[Any]:
+    """SGLang's multi-tokenizer mode: its MultiTokenizerRouter (between the workers and the
+    scheduler, and back) and ``count`` TokenizerWorkers, each with its own IPC name, as its
+    launcher builds them (one process each there; one event loop here)."""
+    import copy
+
+    from sglang.srt.managers import multi_tokenizer_mixin as mixin
+    from sglang.srt.managers import tokenizer_manager
+
+    # The router starts its loops inside __init__, and a worker sends its registration from its
+    # own: their sockets are tapped as SGLang's get_zmq_socket makes them.
+    links = {port_args.tokenizer_ipc_name: "router", port_args.scheduler_input_ipc_name: first,
+             port_args.tokenizer_worker_ipc_name: "router_from_workers"}
+    router = mixin.MultiTokenizerRouter
+    with _tapped_sockets(mixin, links, tap):
+        router(server_args, port_args)
+    workers = []
+    for index in range(count):
+        worker_args = copy.copy(port_args)
+        worker_args.tokenizer_ipc_name = f"ipc://{tempfile.NamedTemporaryFile(delete=False).name}"
+        with _tapped_sockets(tokenizer_manager, {**links, worker_args.tokenizer_ipc_name: f"tokenizer_worker_{index}"},
+                             tap):
+            workers.append(mixin.get_tokenizer_worker_class(server_args)(server_args, worker_args))
+    return workers
 
 
 async def _answer(request: Any, timeout_s: float, dead: Any) -> Any:

@@ -83,6 +83,17 @@ MUTANTS: tuple[SourceMutant, ...] = (
         "            output_hidden_states=None,",
         "the detokenizer's output forgets the hidden states (a sibling of the customized-info copy)"),
     SourceMutant(
+        "multi-tokenizer-contiguous-slice", "DP / tokenizer paths", "sglang.srt.managers.multi_tokenizer_mixin",
+        "    selected = [field[index] for index in indices]\n    return wrap_as_pickle(selected)",
+        "    selected = list(field[min(indices) : min(indices) + len(indices)])\n    return wrap_as_pickle(selected)",
+        "a worker's outputs cut from the batch as a slice, as if its requests were contiguous"),
+    SourceMutant(
+        "multi-tokenizer-customized-info-first-row", "DP / tokenizer paths",
+        "sglang.srt.managers.multi_tokenizer_mixin",
+        "            selected = [values[index] for index in indices]\n            new_field[key] = selected",
+        "            selected = [values[0] for index in indices]\n            new_field[key] = selected",
+        "a worker's customized info taken from the batch's first rows"),
+    SourceMutant(
         "tokenizer-send-skips-wrap", "every hop's own code", "sglang.srt.managers.tokenizer_manager",
         "            time_stats = tokenized_obj.time_stats\n            tokenized_obj.wrap_pickle_fields()\n",
         "            time_stats = tokenized_obj.time_stats\n",
