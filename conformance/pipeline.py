@@ -30,8 +30,9 @@ import hashlib
 import math
 from typing import Any, Mapping, Optional, Sequence
 
-#: Generous: a run imports the engine, builds its processes and answers a dozen requests.
-RUN_TIMEOUT_S = 240.0
+#: A process's bound, per run it makes: generous (a run imports the engine, builds its processes
+#: and answers a few dozen requests in seconds), so only a hang reaches it.
+RUN_TIMEOUT_S = 120.0
 #: One request's bound inside a run; a request not answered by then is a liveness failure.
 REQUEST_TIMEOUT_S = 30.0
 #: Above the 64 MiB a receiving socket may be capped at ("hardening" options): SPEC R-PIPE-4.

@@ -372,13 +372,18 @@ class _ModelView:
 def main(config_path: str, out_path: str) -> int:
     """Every run the file names, in order, in this process (SGLang is imported once); the
     records are written after each run, so a run that hangs keeps those before it."""
-    with open(config_path) as f:
-        config = json.load(f)
+    try:
+        with open(config_path) as f:
+            config = json.load(f)
+        runs, timeout_s = list(config["runs"]), float(config["timeout_s"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"sglang_pipeline: {config_path}: not a runs file ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
     records: list[dict[str, Any]] = []
-    for one in config["runs"]:
+    for one in runs:
         record: dict[str, Any] = {"topology": one["topology"]["name"], "hops": {}, "errors": []}
         try:
-            record.update(run(one, float(config["timeout_s"])))
+            record.update(run(one, timeout_s))
         except BaseException:  # noqa: BLE001 - what the parent reports, naming the run
             record["errors"].append(traceback.format_exc(limit=8))
         records.append(record)
