@@ -181,6 +181,9 @@ class PipelineRun:
     links: dict[str, Any] = dataclasses.field(default_factory=dict)  #: receiving process -> frames
     errors: list[str] = dataclasses.field(default_factory=list)  #: hops that died, runs that did not finish
     seconds: float = 0.0
+    #: why the implementation has no such topology (no multi-tokenizer mode, no embedding model):
+    #: the run's checks skip, naming it
+    unsupported: str = ""
 
 
 #: Response fields that differ between any two runs: clocks, ids, routes.
