@@ -33,9 +33,11 @@ SGLANG_NOT_DRIVEN = {
                      "info); SGLang's Scheduler class needs a GPU model runner",
     "scheduler request handling": "the stub builds SGLang's Req from the received request (the arguments of "
                                   "Scheduler.handle_generate_request); batching and the KV cache are the model's",
-    "multi-tokenizer mode": "not driven: its worker processes are started by SGLang's launcher only",
+    "multi-tokenizer worker processes": "its router and workers run in one process, on one event loop (SGLang's "
+                                        "launcher starts one process each); the app serves each request from "
+                                        "the worker the scenario chose",
     "tracing on": "driven by the Trace checks (their own processes), not in the pipeline runs",
-    "embeddings": "not driven: a generation model serves the scenario",
+    "HTTP server": "SGLang's FastAPI app is driven in process (httpx's ASGI transport), not through uvicorn",
 }
 
 

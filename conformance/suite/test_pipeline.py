@@ -134,8 +134,8 @@ def _spread(ipc: Any) -> list[str]:
     return [t.name for t in pipeline.TOPOLOGIES if pipeline.baseline_of(t) != t]
 
 
-@check("Pipeline", per=("topology", "transport"), name="SameAsSingleRank", cases={"topology": _spread})
-def test_pipeline_same_as_single_rank(ipc, pipeline_run, topology, transport):
+@check("Pipeline", per=("topology", "transport"), name="SameAsBaseline", cases={"topology": _spread})
+def test_pipeline_same_as_baseline(ipc, pipeline_run, topology, transport):
     """Every consumer-visible result of a multi-rank or multi-worker topology equals the
     single-rank run's of the same model over the same transport (routing, by load-balance method
     or by tokenizer worker, may never change what is answered)."""
