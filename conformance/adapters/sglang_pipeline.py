@@ -46,6 +46,9 @@ MODEL_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "h
                 "rms_norm_eps": 1e-5, "torch_dtype": "float32", "bos_token_id": 256, "eos_token_id": 257}
 HIDDEN_SIZE = 4  #: floats per hidden state the stub reports
 POLL_S = 0.001
+#: How long an idle rank waits, once a request arrived, for those sent with it (the scheduler's
+#: batches then hold the requests of several clients and tokenizer workers, interleaved).
+BATCH_WINDOW_S = 0.05
 
 
 # -- the model folder -----------------------------------------------------------------------
@@ -260,8 +263,13 @@ class StubScheduler:
         try:
             with get_parallel().override(pp_rank=0, attn_tp_rank=0, attn_cp_rank=0, dp_rank=self.dp_rank):
                 while not self.stopping.is_set():
+                    idle = not self.running
                     for obj in self.receiver.recv_requests():
                         self._handle(obj)
+                    if self.running and idle:  # a new batch: let the requests sent with it join it
+                        time.sleep(BATCH_WINDOW_S)
+                        for obj in self.receiver.recv_requests():
+                            self._handle(obj)
                     if self.running:
                         self._step()
                     else:
