@@ -699,6 +699,31 @@ class DuplicateKeysFirstWins(Mutant):
         return super().decode(data, transport)
 
 
+class IntKeysCoerced(Mutant):
+    """A float or bool key in an int-keyed map is coerced to the int it equals instead of
+    refused (R-VAL-6: in a Dict[int, V] a 1.0 or true key is a type error)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        try:
+            return super().decode(data, transport)
+        except Exception:
+            if transport != "msgpack":
+                raise
+
+            def as_int(key: Any) -> Any:
+                if isinstance(key, bool) or (isinstance(key, float) and key.is_integer()):
+                    return int(key)
+                return key
+
+            coerced = write(deep_map(read(data), lambda v: {as_int(k): x for k, x in v.items()}
+                                     if type(v) is dict else v))
+            if coerced == bytes(data):
+                raise
+            return super().decode(coerced, transport)
+
+
 class BigEndianNdarraysConverted(Mutant):
     """Big-endian ndarrays are converted to little-endian before sending (R-EXT-6: sent as they are)."""
 

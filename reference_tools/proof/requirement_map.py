@@ -120,7 +120,8 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(MUTANTS, "RefusesExtraElements", "Required.Accepts.AbortReq.extra.Decode"),
     _v(MUTANTS, "RefusesIntsForFloats", "Required.Accepts.KvMetrics.int_floats.Decode"),
     _v(MUTANTS, "UnknownExtRefused", "Required.Accepts.DumperControlReqInput.UnknownExtensionForwarded"),
-    _v(MUTANTS, "DuplicateKeysFirstWins", "Required.Accepts.DumperControlReqInput.DuplicateKeyLastValue"),
+    _v(MUTANTS, "DuplicateKeysFirstWins", "Required.Accepts.DumperControlReqInput.DuplicateKeyLastValue",
+       "Required.Accepts.DumperControlReqInput.CollidingKeysKeptOnce"),
     _v(MUTANTS, "CollidingKeysWritten", "Required.Accepts.DumperControlReqInput.CollidingKeysNotWritten"),
     _v(MUTANTS, "BigEndianNdarraysConverted", "Required.ByteOrder.BatchStrOutput.BigEndianKept.encode"),
     _v(MUTANTS, "NdarraysDecodedNative", "Required.ByteOrder.BatchStrOutput.BigEndianKept.decode"),
@@ -180,7 +181,8 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     # -- testee-side violations of the clauses: break modes of the reference testee
     _testee("accept-all", "Required.Refuses.Message.UnknownTag.Decode",
             "Required.Refuses.AbortReq.WrongType.abort_all.Decode",
-            "Required.Refuses.ActiveRanksOutput.MissingRequired.status.Decode"),
+            "Required.Refuses.ActiveRanksOutput.MissingRequired.status.Decode",
+            "Required.Refuses.BatchEmbeddingOutput.FloatKeyForInt.embeddings.Decode"),
     _testee("drop-field", "Required.Golden.FlushCacheReqInput.DecodesVector.typical"),
     _testee("no-unwrap", "Required.Unwrap.TokenizedGenerateReqInput.NoWrapperLeft.msgpack"),
     _testee("unsafe-receive", "Required.Security.field.NoPickleFromUntrustedPeer"),
@@ -219,6 +221,9 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(MUTANTS, "TimeStatsDropsAField", "Required.Payload.TokenizedGenerateReqInput.time_stats.StateKept.msgpack"),
     _v(MUTANTS, "NdarraysShareReceiveBuffer", "Required.TensorMemory.ndarray.OwnsMemory.msgpack"),
     _testee("colliding-keys", "Required.Accepts.DumperControlReqInput.CollidingKeysNotWritten"),
+    _testee("keep-colliding-keys", "Required.Accepts.DumperControlReqInput.CollidingKeysKeptOnce"),
+    _v(MUTANTS, "IntKeysCoerced", "Required.Refuses.BatchEmbeddingOutput.FloatKeyForInt.embeddings.Decode",
+       "Required.Refuses.BatchEmbeddingOutput.BoolKeyForInt.embeddings.Decode"),
 )}
 
 #: In-process violations that also run behind the testee protocol, with the checks the testee
@@ -374,6 +379,8 @@ PROOFS: dict[str, Proof] = {
     "R-VAL-8a": P(("NumpyFloatsRoundedToShortest",), no_testee="numpy"),
     "R-VAL-9a": P(("ZeroDimAsShapeOne",), (_t("ZeroDimAsShapeOne"),)),
     "R-VAL-6b": P(("DuplicateKeysFirstWins",), (_t("DuplicateKeysFirstWins"),)),
+    "R-VAL-6c": P(("DuplicateKeysFirstWins",), ("testee --break keep-colliding-keys",)),
+    "R-VAL-6d": P(("IntKeysCoerced",), ("testee --break accept-all",)),
     "R-EXT-1a": P(("ExtMetadataLengthLittleEndian",), (_t("ExtMetadataLengthLittleEndian"),)),
     "R-EXT-2a": P(("RawBytesBigEndian",), (_t("RawBytesBigEndian"),)),
     "R-EXT-2b": P(("ArrayTypecodeUnsigned",), (_t("ArrayTypecodeUnsigned"),)),
