@@ -152,7 +152,7 @@ def _validator(ipc: Any, mode: str) -> Callable[[str, dict[str, Any]], Any]:
     return lambda struct, body: ipc.adapter.validate_http_python(struct, json.loads(json.dumps(body)))
 
 
-def _judge(validate: Callable[[str, dict[str, Any]], Any], struct: str, body: dict[str, Any], field: str,
+def judge(validate: Callable[[str, dict[str, Any]], Any], struct: str, body: dict[str, Any], field: str,
            expected: Optional[Any]) -> Optional[str]:
     """What went wrong validating body (None: right). expected None: the body must be refused
     naming the field; else the field must hold exactly `expected`."""
@@ -200,7 +200,7 @@ def test_http_base64_corpus(ipc, struct, mode):
         for name, value, raw in cases:
             sent, path = placed(value, depth, NEIGHBOUR[0])
             expected = None if raw is None else placed(raw, depth, NEIGHBOUR[1])[0]
-            problem = _judge(validate, struct, {**template, field.name: sent}, field.name, expected)
+            problem = judge(validate, struct, {**template, field.name: sent}, field.name, expected)
             if problem:
                 wrong.append(f"$.{field.name}{path} <- {value!r} ({name}): {problem}")
     if wrong:
