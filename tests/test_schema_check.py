@@ -46,8 +46,10 @@ def breaking(tmp_path_factory):
 def test_a_breaking_change_fails_the_default_policy(breaking):
     proc, _ = breaking
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    header, columns, row = proc.stdout.splitlines()[:3]
+    header, identity, columns, row = proc.stdout.splitlines()[:4]
     assert header.startswith(f"schema check {RELEASE} -> {RELEASE}+") and "1 change(s), 1 breaking" in header
+    assert identity.startswith(f"identity: {RELEASE}+") and f"baseline {RELEASE}: the msgspec-era release nearest " \
+        "its version" in identity
     assert columns.split() == ["STRUCT", "CHANGE", "MSGPACK", "PICKLE", "RULE", "PROOF"]
     assert row.startswith("AbortReq.inserted") and row.endswith("field-inserted  bytes confirm")
 

@@ -39,21 +39,28 @@ def extract_source(
     """The manifest of the catalogue module in `path`: an io_struct.py file, a package or
     checkout directory, or a wheel. `module` names the catalogue module when it is not
     sglang.srt.managers.io_struct (or the given file); implementation and version default to
-    the top-level package and the version the tree or wheel states. `exclude` leaves structs
-    out of the union (and out of the manifest unless a field reaches them)."""
+    the top-level package (a wheel: its distribution name, so a fork keeps its own) and the
+    version the wheel or the tree's version file states, else the one git gives the checkout
+    (git_version.py); `extracted_with["version_from"]` says which. `exclude` leaves structs out
+    of the union (and out of the manifest unless a field reaches them)."""
     located = locate(Path(path), module)
     catalogue = _Catalogue(ClassReader(located.tree, array_typecode), located.module, union_attr)
     union, primitives, classes = catalogue.union(set(exclude))
     specs = catalogue.specs(union)
     enums = {name: catalogue.reader.enum_spec(cls) for name, cls in sorted(catalogue.reader.enums.items())}
+    how: dict[str, str] = {"source": "static", "from": Path(path).name, "python": platform.python_version()}
+    if version is None and located.version_from:
+        how["version_from"] = located.version_from
+    elif version is None:
+        how["version_from"] = "unknown: no version file, no git checkout"
     return Manifest(
-        implementation=implementation or located.module.split(".")[0],
+        implementation=implementation or located.distribution or located.module.split(".")[0],
         version=version or located.version or "0",
         module=located.module,
         structs=dict(sorted(specs.items())),
         enums=enums,
         union=sorted(c.name for c in union) + primitives,
-        extracted_with={"source": "static", "from": Path(path).name, "python": platform.python_version()},
+        extracted_with=how,
     )
 
 
