@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 from conformance.schema.manifest.messages import message_union, struct_role
-from conformance.schema.manifest.model import Manifest, StructSpec
+from conformance.schema.manifest.model import ALIASES, Manifest, StructSpec
 from conformance.schema.manifest.source_reader import ClassReader, SourceError
 from conformance.schema.manifest.source_resolve import Alias, External, Function, TreeClass, Unresolvable
 from conformance.schema.manifest.source_tree import locate
@@ -49,6 +49,9 @@ def extract_source(
     specs = catalogue.specs(union)
     enums = {name: catalogue.reader.enum_spec(cls) for name, cls in sorted(catalogue.reader.enums.items())}
     how: dict[str, str] = {"source": "static", "from": Path(path).name, "python": platform.python_version()}
+    aliases = catalogue.aliases(set(specs))
+    if aliases:
+        how[ALIASES] = aliases
     if version is None and located.version_from:
         how["version_from"] = located.version_from
     elif version is None:
@@ -107,6 +110,20 @@ class _Catalogue:
             role = struct_role(cls.name, names, lambda: any(cls in reader.mro(s)[1:] for s in union))  # noqa: B023 - called at once, inside this iteration
             specs[cls.name] = reader.struct_spec(cls, role)
         return specs
+
+    def aliases(self, structs: set[str]) -> str:
+        """`Alias=Class, ...`: the catalogue module's other names for its structs
+        (`LoadLoRAAdapterReqOutput = UnloadLoRAAdapterReqOutput = LoRAUpdateOutput`)."""
+        found = []
+        for name, bound in self.reader.resolver.bindings(self.module)[0].items():
+            if isinstance(bound, Alias) and isinstance(bound.value, (ast.Name, ast.Attribute)):
+                try:
+                    target = self.reader.resolver.resolve(self.module, bound.value)
+                except Unresolvable:
+                    continue
+                if isinstance(target, TreeClass) and target.name in structs and target.name != name:
+                    found.append(f"{name}={target.name}")
+        return ", ".join(sorted(found))
 
     def _tagged_roots(self) -> List[TreeClass]:
         """Tagged structs defined in the module whose parents are not tagged structs."""
