@@ -320,6 +320,7 @@ def write_golden(live: Manifest, baseline: Manifest, out: Path) -> dict[str, Any
 _COLUMNS = ("STRUCT", "CHANGE", "MSGPACK", "PICKLE", "RULE", "PROOF")
 _WIDEST_CHANGE = 56
 _NAMED = 8  # violations named in the verdict line; the table has them all
+_NAMED_IN_HEADER = 20  # changes named under the run header's catalogue line
 
 
 def _cut(text: str, width: int) -> str:
@@ -384,13 +385,24 @@ def changed_names(live: Manifest, manifest: Manifest) -> dict[str, list[str]]:
 
 
 def live_differs_line(live: Manifest, manifest: Manifest, impl: str) -> str:
-    """The run header's line when the implementation's live catalogue is not the manifest the
-    run checks it against ('' when they agree). Another implementation of the same catalogue
+    """The run header's lines when the implementation's live catalogue is not the manifest the
+    run checks it against ('' when they agree): the counts, then each changed struct (field) with
+    its rule and verdicts, breaking ones first. Another implementation of the same catalogue
     (the reference) keeps its classes in its own modules: where they live is not compared."""
     result: Diff = diff(manifest, live, modules=live.implementation == manifest.implementation)
     if not result.changes:
         return ""
     breaking = sum(BREAKING in (c.msgpack, c.pickle) for c in result.changes)
-    return (f"catalogue: the live catalogue of {impl} ({live.id}) differs from {manifest.id}: "
-            f"{len(result.changes)} change(s), {breaking} breaking; see them: "
-            f"ipc-conformance schema check --impl {impl} --against {manifest.id}")
+    lines = [f"catalogue: the live catalogue of {impl} ({live.id}) differs from {manifest.id}: "
+             f"{len(result.changes)} change(s), {breaking} breaking; see them: "
+             f"ipc-conformance schema check --impl {impl} --against {manifest.id}"]
+    # each changed struct by name, breaking ones first: a run against the live catalogue passes
+    # whatever changed, so the header is where a breaking change shows
+    ordered = sorted(result.changes, key=lambda c: BREAKING not in (c.msgpack, c.pickle))
+    for c in ordered[:_NAMED_IN_HEADER]:
+        subject = c.subject + (f".{c.field}" if c.field else "")
+        lines.append(f"  {'BREAKING' if BREAKING in (c.msgpack, c.pickle) else 'changed'}: {subject}: {c.rule} "
+                     f"(msgpack {c.msgpack}, pickle {c.pickle})")
+    if len(ordered) > _NAMED_IN_HEADER:
+        lines.append(f"  ... and {len(ordered) - _NAMED_IN_HEADER} more (schema check lists them all)")
+    return "\n".join(lines)
