@@ -66,6 +66,11 @@ def test_json_and_golden_update(breaking):
     # what a reviewer reads: only AbortReq's vectors changed, one per variant
     assert golden["added"] == golden["removed"] == []
     assert golden["changed"] and {c.split(".")[0] for c in golden["changed"]} == {"AbortReq"}
+    # the folder holds only what changed: one .msgpack and one view per changed case, and the index
+    vectors = sorted(p.name for p in (folder / "golden" / "vectors").iterdir())
+    assert len(vectors) == 2 * len(golden["changed"]) and all(v.startswith("AbortReq.") for v in vectors), vectors
+    assert sorted(p.name for p in (folder / "golden" / live).iterdir()) == ["index.json", "refusals.json"]
+    assert golden["files"] == len(vectors) + 2 and golden["bundled_vectors"] > 500
 
 
 @pytest.mark.parametrize("policy, code", [("BREAKING", 0), ("NOT_FULL", 1), ("NEVER", 0)])

@@ -288,17 +288,30 @@ def read_allow_file(path: str) -> tuple[list[Allowance], str]:
 
 # -- the golden update for review ---------------------------------------------------------
 def write_golden(live: Manifest, baseline: Manifest, out: Path) -> dict[str, Any]:
-    """The golden vectors the live catalogue would have, under out/<id>/ beside its manifest
-    (out/<id>.json), and which cases differ from the baseline's bundled vectors."""
-    from conformance.schema.golden import read_index, update
+    """The golden update the live catalogue needs, for review, under out/: its manifest
+    (out/<id>.json), its index and refusals (out/<id>/), and only the vector files golden/ does not
+    bundle already (out/vectors/; vectors are named by their content, so the others are there
+    as they are); which cases differ from the baseline's; and out/golden-diff.txt, the review."""
+    from conformance.paths import golden_dir
+    from conformance.schema.golden import read_index
+    from conformance.schema.golden.store import VECTORS, expected_files, require_wire
     from conformance.schema.manifest import save_manifest
 
     out.mkdir(parents=True, exist_ok=True)
     manifest_file = out / f"{live.id}.json"
     save_manifest(live, manifest_file)
-    written = update([str(manifest_file)], root=out)
+    bundled, written, kept = golden_dir(), 0, 0
+    for relative, content in expected_files(require_wire(live)).items():
+        there = bundled / relative
+        if relative.startswith(VECTORS + "/") and there.is_file() and there.read_bytes() == content:
+            kept += 1
+            continue
+        (out / relative).parent.mkdir(parents=True, exist_ok=True)
+        (out / relative).write_bytes(content)
+        written += 1
     new, old = read_index(live.id, out), read_index(baseline.id)
-    summary: dict[str, Any] = {"folder": str(out), "manifest": str(manifest_file), "files": len(written)}
+    summary: dict[str, Any] = {"folder": str(out), "manifest": str(manifest_file), "files": written,
+                               "bundled_vectors": kept}
     # The review a person reads: only what changed, bytes and decoded values side by side.
     from conformance.schema.golden.diff import golden_diff
     from conformance.schema.golden.diff import render_text as render_golden_diff
@@ -345,8 +358,9 @@ def render_text(report: Report, origin: str = "") -> str:
         g = report.golden
         what = (f" ({len(g['changed'])} vector(s) differ from {report.against}'s, {len(g['added'])} new, "
                 f"{len(g['removed'])} gone)" if "changed" in g else "")
-        lines.append(f"golden: {g['files']} file(s) written under {g['folder']}{what}; review them, then "
-                     f"bundle them with the manifest {g['manifest']}")
+        lines.append(f"golden: {g['files']} file(s) written under {g['folder']}{what}: the index, the refusals "
+                     f"and the vectors golden/ lacks ({g.get('bundled_vectors', 0)} others are bundled already); "
+                     f"review them, then bundle them with the manifest {g['manifest']}")
         if "review" in g:
             lines.append(f"{g['review_summary']} (the review: {g['review']})")
     if report.violations:
