@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
@@ -151,6 +152,17 @@ def version_known(live: Manifest) -> bool:
 
 
 def nearest_baseline(live: Manifest) -> tuple[str, str]:
+    return _nearest_baseline(live.id, live.to_json())
+
+
+@lru_cache(maxsize=8)
+def _nearest_baseline(live_id: str, live_json: bytes) -> tuple[str, str]:
+    import msgspec
+
+    return _choose_baseline(msgspec.json.decode(live_json, type=Manifest))
+
+
+def _choose_baseline(live: Manifest) -> tuple[str, str]:
     """(the bundled release to check `live` against, why): never a dataclass catalogue (no msgpack
     form: `schema diff` gives its migration report; ask for one with --against). By version: the
     newest msgspec-era release of the implementation not newer than it, else its oldest one. When

@@ -183,7 +183,9 @@ def _find_tree(root: Path, wanted: str) -> Optional[tuple[SourceTree, Path]]:
     relative = wanted.replace(".", "/") + ".py"
     found = [Path(*p.parts[:len(p.parts) - len(relative.split("/"))])
              for pattern in (relative, "*/" + relative, "*/*/" + relative) for p in sorted(root.glob(pattern))]
-    for candidate in [root] + [c for c in found if c != root]:
+    # root itself only when the module's file is where its name says (a checkout's root holds
+    # python/sglang/...: reading every file under it twice costs seconds)
+    for candidate in ([root] if (root / relative).is_file() else []) + [c for c in found if c != root] or [root]:
         tree = _from_directory(candidate)
         if wanted in tree:
             return tree, candidate
