@@ -209,3 +209,17 @@ def test_a_real_checkout_base_edit_declared(tmp_path):
     git(repo, "commit", "-qm", "declared")
     proc = cli("--source", ".", "--allow-file", ".ipc-schema-allow", cwd=repo)
     assert proc.returncode == 0 and "HealthCheckReqOutput (declared)" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_uncommitted_changes_add_the_content_digest(checkout, tmp_path):
+    work = tmp_path / "work"  # a pre-commit hook's tree: the edit is not committed yet
+    subprocess.run(["git", "clone", "-q", str(checkout), str(work)], check=True)
+    sha = git(work, "rev-parse", "--short=8", "HEAD")
+    clean = extract_source(work)
+    assert clean.version == f"0.5.24.dev1+g{sha}"
+    text = (work / MODULE).read_text()
+    (work / MODULE).write_text(text.replace("class HealthCheckReqOutput(", "class HealthCheckOutput2("))
+    dirty = extract_source(work)
+    assert dirty.version.startswith(f"0.5.24.dev1+g{sha}.") and len(dirty.version.rsplit(".", 1)[1]) == 8
+    assert dirty.extracted_with["version_from"].endswith("uncommitted changes")
+    assert dirty.id != clean.id

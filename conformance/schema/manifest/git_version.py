@@ -5,7 +5,9 @@ SGLang's version comes from setuptools_scm into a git-ignored `_version.py`, so 
 makes it: on a release tag `v0.5.23`, `0.5.23`; N commits after it, the next patch's development
 release with the commit, `0.5.24.devN+g1a2b3c4d` (what `pip install -e .` of that commit
 reports); with no release tag reachable (a shallow clone), only the commit is known:
-`0+g1a2b3c4d`. Nothing here fails: no git, no checkout, or git refusing the folder gives None.
+`0+g1a2b3c4d`. A tree with uncommitted changes to tracked files (a pre-commit hook runs on one)
+is no commit: `dirty` says so, and extraction adds the content's digest to the local version.
+Nothing here fails: no git, no checkout, or git refusing the folder gives None.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ class GitVersion:
     version: str
     origin: str  # where it came from, in words: "git tag v0.5.23", "git tag v0.5.23 + 2 commits", "git commit ..."
     released: bool  # a release tag gave it (False: only the commit is known)
+    dirty: bool = False  # tracked files under the folder differ from the commit
 
 
 def _git(folder: Path, *args: str) -> Optional[str]:
@@ -46,6 +49,17 @@ def _next_patch(release: str) -> str:
 def git_version(path: Path) -> Optional[GitVersion]:
     """The version git gives the checkout holding `path` (a file or folder), or None."""
     folder = path if path.is_dir() else path.parent
+    found_version = _version(folder)
+    if found_version is None:
+        return None
+    status = _git(folder, "status", "--porcelain", "--untracked-files=no", "--", ".")
+    if status:
+        return GitVersion(found_version.version, found_version.origin + ", uncommitted changes",
+                          found_version.released, dirty=True)
+    return found_version
+
+
+def _version(folder: Path) -> Optional[GitVersion]:
     described = _git(folder, "describe", "--tags", "--long", f"--abbrev={_SHA_CHARS}", "--match", "v[0-9]*",
                      "--match", "[0-9]*")
     found = _DESCRIBED.match(described or "")

@@ -56,7 +56,7 @@ def extract_source(
         how["version_from"] = located.version_from
     elif version is None:
         how["version_from"] = "unknown: no version file, no git checkout"
-    return Manifest(
+    manifest = Manifest(
         implementation=implementation or located.distribution or located.module.split(".")[0],
         version=version or located.version or "0",
         module=located.module,
@@ -65,6 +65,13 @@ def extract_source(
         union=sorted(c.name for c in union) + primitives,
         extracted_with=how,
     )
+    if version is None and located.dirty and "+" in manifest.version:
+        # uncommitted changes: the commit does not name this content, its digest does (a tree on a
+        # release tag gets its digest from own_identity when it differs from the release)
+        from conformance.schema.manifest.identity import DIGEST_CHARS, content_digest
+
+        manifest.version += "." + content_digest(manifest)[:DIGEST_CHARS]
+    return manifest
 
 
 class _Catalogue:

@@ -130,6 +130,7 @@ class Located:
     version: Optional[str]
     version_from: Optional[str] = None  # where the version came from, in words
     distribution: Optional[str] = None  # a wheel's distribution name (a fork: sglang-kt), normalized
+    dirty: bool = False  # the version came from a git commit the tree has uncommitted changes to
 
 
 def locate(path: Path, module: Optional[str]) -> Located:
@@ -211,7 +212,7 @@ def _versioned(located: Located, where: Path) -> Located:
 
     found = git_version(where)
     if found is not None:
-        located.version, located.version_from = found.version, found.origin
+        located.version, located.version_from, located.dirty = found.version, found.origin, found.dirty
     return located
 
 
