@@ -178,10 +178,27 @@ def _wheel() -> Path:
     return found[0]
 
 
+def recipe() -> dict[str, list[str]]:
+    """The CI recipe's commands as written (examples/ci/github-actions.yml, .pre-commit-hooks.yaml)."""
+    import shlex
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from test_ci_recipe import hook_command, workflow_commands
+
+    return {"plain": ["ipc-conformance", "schema", "check", "--source", ".", "--allow-file", ".ipc-schema-allow"],
+            "workflow": shlex.split(workflow_commands()[0]), "pre-commit": hook_command()}
+
+
+def run_words(words: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    assert words[:3] == ["ipc-conformance", "schema", "check"]
+    return cli(*words[3:], cwd=cwd)
+
+
 @pytest.mark.slow
 def test_a_real_checkout_base_edit_declared(tmp_path):
     """SGLang 0.5.23's own tree in a checkout with three commits: the base (tagged), a field-less
-    message renamed, the rename declared. No _version.py: the version comes from git."""
+    message renamed, the rename declared; no _version.py (the version comes from git). The recipe's
+    commands, as written, and the plain command: 0, 1, 0."""
     repo = tmp_path / "sglang"
     with zipfile.ZipFile(_wheel()) as z:
         for member in z.namelist():
@@ -193,22 +210,27 @@ def test_a_real_checkout_base_edit_declared(tmp_path):
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "base")
     git(repo, "tag", "v0.5.23")
-    started = time.monotonic()
-    proc = cli("--source", ".", cwd=repo)
-    assert proc.returncode == 0 and f"schema check {RELEASE} -> {RELEASE} (--source .): 0 change(s)" in proc.stdout, \
-        proc.stdout + proc.stderr
-    assert time.monotonic() - started < 60
+    commands = recipe()
+    for name, words in commands.items():
+        started = time.monotonic()
+        proc = run_words(words, repo)
+        assert proc.returncode == 0 and f"schema check {RELEASE} -> {RELEASE} (--source .): 0 change(s)" \
+            in proc.stdout, (name, proc.stdout + proc.stderr)
+        assert time.monotonic() - started < 60, name
     text = (repo / MODULE).read_text()
     (repo / MODULE).write_text(text.replace("class HealthCheckOutput(", "class HealthCheckReqOutput("))
     git(repo, "commit", "-qam", "rename")
-    proc = cli("--source", ".", cwd=repo)
-    assert proc.returncode == 1 and "HealthCheckReqOutput" in proc.stdout and "message-renamed" in proc.stdout, \
-        proc.stdout + proc.stderr
+    for name, words in commands.items():
+        proc = run_words(words, repo)
+        assert proc.returncode == 1 and "HealthCheckReqOutput" in proc.stdout and "message-renamed" in proc.stdout, \
+            (name, proc.stdout + proc.stderr)
     (repo / ".ipc-schema-allow").write_text("HealthCheckReqOutput  # reviewed: every process upgrades at once\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "declared")
-    proc = cli("--source", ".", "--allow-file", ".ipc-schema-allow", cwd=repo)
-    assert proc.returncode == 0 and "HealthCheckReqOutput (declared)" in proc.stdout, proc.stdout + proc.stderr
+    for name, words in commands.items():
+        proc = run_words(words, repo)
+        assert proc.returncode == 0 and "HealthCheckReqOutput (declared)" in proc.stdout, \
+            (name, proc.stdout + proc.stderr)
 
 
 def test_uncommitted_changes_add_the_content_digest(checkout, tmp_path):
