@@ -375,8 +375,8 @@ def _json_float(value: Any) -> Any:
 
 
 #: What a scheduler receives that its topology decides: the data-parallel controller stamps its
-#: own time stats on the requests it routes.
-TOPOLOGY_FIELDS = frozenset({"time_stats"})
+#: own time stats on the requests it routes; tokenizer workers stamp their return address.
+TOPOLOGY_FIELDS = frozenset({"time_stats", "http_worker_ipc"})
 
 
 def identity_failures(baseline: PipelineRun, run: PipelineRun) -> list[str]:

@@ -39,8 +39,12 @@ def run_module(module: str, transport: str, topologies: Sequence[Topology], work
         try:
             process.wait(timeout=bound)
         except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+            os.killpg(process.pid, signal.SIGTERM)  # the engine's own shutdown first, then the kill
+            try:
+                process.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
             problem = f"killed after {bound:.0f} s (a hop hung; log: {log_path})"
     seconds = time.monotonic() - started
     records: list[dict[str, Any]] = json.loads(out_path.read_text())["runs"] if out_path.exists() else []

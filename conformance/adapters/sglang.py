@@ -196,12 +196,15 @@ class SGLangAdapter(Adapter):
         from conformance.pipeline import switch_value
         from conformance.pipeline_runner import run_module
 
-        by_switch: dict[str, list[Topology]] = {}
+        # A multi-tokenizer run after two data-parallel runs in one process hangs building its router:
+        # those runs get processes of their own.
+        groups: dict[tuple[str, bool], list[Topology]] = {}
         for topology in topologies:
-            by_switch.setdefault(switch_value(topology, transport), []).append(topology)
+            groups.setdefault((switch_value(topology, transport), topology.tokenizer_workers > 1), []).append(topology)
         runs: dict[str, PipelineRun] = {}
-        for switch, group in by_switch.items():
-            done = run_module("conformance.adapters.sglang_pipeline", transport, group, workdir / f"switch-{switch}",
+        for (switch, workers), group in groups.items():
+            done = run_module("conformance.adapters.sglang_pipeline", transport, group,
+                              workdir / f"switch-{switch}{'-workers' if workers else ''}",
                               env={"SGLANG_USE_PICKLE_IPC": switch}, not_driven=SGLANG_NOT_DRIVEN)
             runs.update((run.topology.name, run) for run in done)
         return [runs[t.name] for t in topologies]
