@@ -58,8 +58,21 @@ def test_each_check_is_counted_once_under_its_own_outcome():
     records = [CheckRecord(f"Required.A.S.N.{o.value}", o, "") for o in Outcome]
     records.append(CheckRecord("Recommended.A.S.N.x", Outcome.RECOMMENDED_FAILED, "m"))
     c = counts(records)
-    assert c == Counts(passed=1, failed=1, xfailed=1, recommended_failed=2, skipped=1) and c.total == len(records)
+    assert c == Counts(passed=1, failed=1, xfailed=1, recommended_failed=2, skipped=1, required_failed=2,
+                       not_tested={"no reason given": 1}) and c.total == len(records)
     assert c[Outcome.RECOMMENDED_FAILED] == c["recommended-failed"] == 2
+    # the conformance figures: a listed failure is a failure
+    assert (c.failures, c.listed, c.ran) == (2, 1, 5)
+    assert c.phrase() == "1 passed, 2 failed (1 listed), 2 recommended failed, 1 not tested"
+    assert c.brief() == "1/5 passed, 2 failed (1 listed), 2 recommended failed, 1 not tested"
+
+
+def test_checks_not_tested_are_counted_by_reason():
+    skip = "Skipped: x-1 does not offer 'receive_path.controller' (its receive path (ZeroMQ)), 'e2e' (a server)"
+    records = [CheckRecord(f"Required.A.S{i}.N", Outcome.SKIPPED, m) for i, m in enumerate(
+        [skip, skip, "Skipped: needs both transports\nmore", "Skipped: x-1 does not offer 'e2e' (a server)"])]
+    assert counts(records).not_tested == {"not offered: receive_path.controller, e2e": 2,
+                                          "needs both transports": 1, "not offered: e2e": 1}
 
 
 def test_results_json_round_trips_through_the_struct():
@@ -72,7 +85,8 @@ def test_results_json_round_trips_through_the_struct():
     # The outcome strings are results.json's as ever; an empty reason and no note are left out.
     assert data["results"][0] == {"id": "Required.A.S.N", "outcome": "passed", "message": ""}
     assert data["results"][2]["note"] == "listed-but-passed"
-    assert data["counts"] == {"passed": 1, "failed": 0, "xfailed": 0, "recommended-failed": 0, "skipped": 0}
+    assert data["counts"] == {"passed": 1, "failed": 0, "xfailed": 0, "recommended-failed": 0, "skipped": 0,
+                              "required-failed": 0, "not-tested": {}}
     assert decode_results(text) == results  # a lone surrogate in a message survives (escaped JSON)
 
 

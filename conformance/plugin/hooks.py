@@ -121,6 +121,7 @@ class RunHooks:
         try:
             self.run.preflight(start=not self.config.pluginmanager.has_plugin("dsession"))
         except UsageError as exc:
+            self.run.usage_error = str(exc)
             raise pytest.UsageError(str(exc)) from None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -159,13 +160,20 @@ class RunHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport) -> Optional[tuple[str, str, str]]:
-        """A Recommended check that failed (outside --strict) is counted by pytest under its own
-        category and letter, as the conformance summary counts it: neither a skip nor a failure."""
+        """pytest's line counts the checks in the suite's words (records.Counts): a Recommended
+        check that failed (outside --strict) as 'recommended failed', a listed failure as
+        'failed (listed)', a check that was skipped as 'not tested'."""
         from conformance.plugin import verdicts
         from conformance.records import Outcome
 
+        if check_id_of(report.nodeid) is None:
+            return None
         if report.when == "call" and verdicts.outcome_of(report) is Outcome.RECOMMENDED_FAILED:
             return verdicts.RECOMMENDED_STATUS
+        if report.skipped and hasattr(report, "wasxfail"):
+            return verdicts.LISTED_STATUS
+        if report.skipped:
+            return verdicts.NOT_TESTED_STATUS
         return None
 
     @pytest.hookimpl(tryfirst=True)
@@ -184,19 +192,23 @@ class RunHooks:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         self.run.merge_worker(getattr(node, "workeroutput", {}).get("ipc_conformance"))
 
+    @pytest.hookimpl(tryfirst=True)  # before pytest's JUnit writer writes its file: it carries the counts
     def pytest_sessionfinish(self) -> None:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:  # a pytest-xdist worker: the controller writes the files
             workeroutput["ipc_conformance"] = self.run.worker_output()
         else:
             self.run.finish()
+            from conformance.plugin.junit import add_counts
+
+            add_counts(self.config, self.run.records)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         versions = self.run.final_versions_line()
         if versions:
             terminalreporter.write_line(versions)
         # `ipc-conformance run` prints the lines itself, as the very last lines.
-        from conformance.plugin.summary import expected_line, recommended_lines, summary_line
+        from conformance.plugin.summary import closing_lines, recommended_lines
 
         shown = recommended_lines(self.run.records, self.run.flag_for("strict"))
         if shown:  # what pytest's -r summary shows of failures, for the checks it counts on their own
@@ -204,6 +216,5 @@ class RunHooks:
             for line in shown:
                 terminalreporter.write_line(line)
         if self.run.records and not self.run.via_cli:
-
-            terminalreporter.write_line(expected_line(self.run.records, self.run.flag_for("strict")))
-            terminalreporter.write_line(summary_line(self.run.records))
+            for line in closing_lines(self.run.records, self.run.flag_for("strict")):
+                terminalreporter.write_line(line)

@@ -45,6 +45,7 @@ class ConformanceRun:
         self.records: list[CheckRecord] = []
         self._workers: list[dict[str, Any]] = []  # what each pytest-xdist worker reported at its end
         self.versions_shown = False  # the header named the spec versions (serial runs, at collection)
+        self.usage_error = ""  # the user's mistake the run stopped on, before any check
 
     @property
     def via_cli(self) -> bool:
@@ -124,7 +125,8 @@ class ConformanceRun:
         try:
             return spec_versions.normalize(getattr(adapter, "spec_version", spec_versions.CURRENT))
         except ValueError as exc:
-            raise pytest.UsageError(f"{adapter.label}: spec_version: {exc}") from None
+            self.usage_error = f"{adapter.label}: spec_version: {exc}"
+            raise pytest.UsageError(self.usage_error) from None
 
     def versions_line(self, check_ids: list[str], target: Optional[str] = None) -> str:
         from conformance import spec_versions

@@ -21,8 +21,11 @@ if TYPE_CHECKING:
 
 #: user property names of a verdict
 MESSAGE, OUTCOME, NOTE = "ipc_message", "ipc_outcome", "ipc_note"
-#: pytest's report category (the terminal's count, its letter and word) of a Recommended failure
+#: pytest's report categories (the terminal's count, its letter and word) in the suite's words
+#: (records.Counts): a Recommended failure, a listed failure, a check not tested
 RECOMMENDED_STATUS = ("recommended failed", "R", "RECOMMENDED FAILED")
+LISTED_STATUS = ("failed (listed)", "x", "FAILED (LISTED)")
+NOT_TESTED_STATUS = ("not tested", "s", "NOT TESTED")
 
 
 def fix_hint(run: ConformanceRun) -> str:
@@ -109,6 +112,9 @@ def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: p
         _set(report, item, name, value)
 
     _judge(run, check_id, report, call, put)
+    if not prop(report, OUTCOME):  # every check's testcase says its outcome in the suite's words (JUnit)
+        listed = bool(getattr(report, "wasxfail", "")) and report.skipped
+        put(OUTCOME, (Outcome.XFAILED if listed else Outcome(report.outcome)).value)
     if call.excinfo is not None and (report.failed or outcome_of(report) is Outcome.RECOMMENDED_FAILED):
         message = _with_schema_hint(run, check_id, report, prop(report, MESSAGE) or message_of(report))
         put(MESSAGE, _with_replay(run, check_id, report, message))

@@ -86,8 +86,9 @@ class Counts(results_file.Counts):
 
     @property
     def state(self) -> str:
-        """The cell's colour: fail, warn (expected or recommended failures), pass, skip, none."""
-        if self.failed:
+        """The cell's colour, as the badge's: fail (a Required failure, listed or not), warn
+        (Recommended failures only), pass, skip (nothing tested), none."""
+        if self.failed or self.required_failed:
             return "fail"
         if self.xfailed or self.recommended_failed:
             return "warn"
@@ -99,8 +100,8 @@ class Counts(results_file.Counts):
         """(state, symbol, count, word) of each non-zero outcome, in reading order."""
         out = [(STATE[o], o.symbol, self[o], word) for o, word in (
             (Outcome.PASSED, "passed"), (Outcome.FAILED, "failed"),
-            (Outcome.RECOMMENDED_FAILED, "recommended checks failed"),
-            (Outcome.XFAILED, "expected failures"), (Outcome.SKIPPED, "skipped"))]
+            (Outcome.RECOMMENDED_FAILED, "recommended failed"),
+            (Outcome.XFAILED, "failed (listed)"), (Outcome.SKIPPED, "not tested"))]
         return [p for p in out if p[2]]
 
 
@@ -139,6 +140,8 @@ def group(records: Iterable[Record], outcomes: tuple[Outcome, ...] = PROBLEMS) -
 #: The colour (CSS class) of a cell or chip for each outcome.
 STATE = {Outcome.PASSED: "pass", Outcome.FAILED: "fail", Outcome.XFAILED: "warn", Outcome.RECOMMENDED_FAILED: "warn",
          Outcome.SKIPPED: "skip"}
+# (a listed Required failure is one ≈ among the chips, and its cell or badge is red all the same:
+# Counts.state and badge.colour read the level)
 
 
 def count(records: Iterable[Record]) -> Counts:
@@ -312,7 +315,8 @@ class CheckView:
         return check_page(self.key)
 
     def failing_runs(self) -> list[str]:
-        return [slug for slug, c in self.counts.items() if c.failed or c.recommended_failed]
+        """The runs in which the check failed: listed failures are failures too."""
+        return [slug for slug, c in self.counts.items() if c.failed or c.xfailed or c.recommended_failed]
 
     @property
     def state(self) -> str:
