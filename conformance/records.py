@@ -172,7 +172,7 @@ def not_tested_reason(message: str) -> str:
     found = _NOT_OFFERED.search(line)
     names = _CAPABILITY.findall(line[found.end():]) if found else []
     if names:
-        return "not offered: " + ", ".join(names)
+        return ", ".join(names) + " not offered"
     return line or "no reason given"
 
 

@@ -123,6 +123,37 @@ def test_check_page_tells_whose_bug(site):
     assert "Required.Tensor.Exact" not in failing_part
 
 
+def test_a_check_with_listed_failures_never_passes(site):
+    """bad-2.0 lists its HttpBase64 failure: the check fails there, said so, never 'passes'."""
+    page = (site / "checks" / "Required.HttpBase64.RejectsMalformed.html").read_text()
+    assert "This check fails in 1 of 2: bad-2.0 (listed)." in page
+    index = (site / "checks.html").read_text()
+    failing_part, passing_part = index.split("Passing everywhere")
+    assert "Required.HttpBase64.RejectsMalformed" in failing_part
+    assert "Required.HttpBase64.RejectsMalformed" not in passing_part
+    row = failing_part[failing_part.index(">Required.HttpBase64.RejectsMalformed<"):]
+    assert '<td class="verdict">fails in 1 of 2: bad-2.0 (listed)</td>' in row.split("</tr>")[0]
+
+
+@pytest.mark.parametrize("outcomes, brief", [([], "no checks"), (["skipped", "skipped"], "2 not tested")])
+def test_an_empty_run_or_one_of_skips_is_said_so_on_every_surface(tmp_path, outcomes, brief, capsys):
+    records = [{"id": f"Required.A.S{i}.N", "outcome": o, "message": "Skipped: x-1 does not offer 'e2e' (a server)"}
+               for i, o in enumerate(outcomes)]
+    path = _results(tmp_path / "run", "x-1", records)
+    assert main(["report", "compare", str(path)]) == 0
+    table = capsys.readouterr().out
+    phrase = f"0 passed, 0 failed (0 listed), 0 recommended failed, {len(outcomes)} not tested"
+    assert f"| **all** | **{brief if outcomes else '–'}** |" in table and f"- x-1: {phrase}" in table, table
+    assert main(["report", "site", str(path), "--out", str(tmp_path / "site")]) == 0
+    site = tmp_path / "site"
+    assert json.loads((site / "badges" / "x-1.json").read_text()) == {
+        "schemaVersion": 1, "label": "ipc conformance", "message": brief, "color": "lightgrey"}
+    page = (site / "impl" / "x-1.html").read_text()
+    assert f'<p class="sub" id="phrase">{phrase}.</p>' in page
+    if outcomes:
+        assert "<li>e2e not offered: 2</li>" in page
+
+
 def test_site_is_static_and_offline(site):
     pages = list(site.rglob("*.html"))
     assert len(pages) == 1 + 1 + 1 + 2 + 4  # overview, checks, requirements, two implementations, four checks
