@@ -539,6 +539,14 @@ def _named_by_user(exc: OSError, argv: Sequence[str]) -> bool:
     return any(failed == g or g in failed.parents for g in given)
 
 
+def _run_error_line(args: argparse.Namespace, problem: str) -> None:
+    """`run`'s last line on stdout, where a job reads its result, when the run could not start."""
+    if args.command == "run":
+        from conformance.plugin.summary import error_line
+
+        print(error_line(problem))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -555,13 +563,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return code
     except UsageError as exc:  # the user's mistake: one line, never a traceback
         print(f"{_command_words(parser, args)}: error: {exc}", file=sys.stderr)
+        _run_error_line(args, str(exc))
         return USAGE_EXIT
     except OSError as exc:  # a path the user named cannot be read or written (a missing folder, a typo)
         if not _named_by_user(exc, argv):
             raise
         hint = " (give a path whose folder exists)" if isinstance(exc, FileNotFoundError) else ""
-        print(f"{_command_words(parser, args)}: error: {exc.filename}: {(exc.strerror or str(exc)).lower()}{hint}",
-              file=sys.stderr)
+        problem = f"{exc.filename}: {(exc.strerror or str(exc)).lower()}{hint}"
+        print(f"{_command_words(parser, args)}: error: {problem}", file=sys.stderr)
+        _run_error_line(args, problem)
         return USAGE_EXIT
 
 

@@ -131,6 +131,14 @@ def test_a_run_mistake_ends_with_an_error_line(argv):
     assert last.startswith("conformance: error: ") and RUN_MISTAKES[argv] in last, last
 
 
+def test_a_run_that_selects_no_check_says_so_and_exits_5():
+    """Not a usage error, not a clean run: its own last line and pytest's exit status 5 (README)."""
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--", "-k", "NoSuchCheckAnywhere"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 5, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "conformance: no checks selected (nothing ran; exit status 5)"
+
+
 #: `ipc-conformance serve` mistakes, found before any engine process starts (serve ends its own
 #: process, so these run in a subprocess).
 SERVE_MISTAKES = {
