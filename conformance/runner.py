@@ -76,8 +76,12 @@ def run(*, pytest_args: Sequence[str] = (), workers: Optional[str] = None, **cho
     if unknown:
         raise TypeError(f"run() got unknown options {unknown}; the run options are {sorted(offered)}")
     chosen = {**chosen, "summary": "caller"}
+    # pytest's own failure report would print each failure twice, the second copy cut (--tb=line
+    # writes the report, then its first 50 characters): the plugin prints each failure's whole
+    # message once instead (hooks.RunHooks.pytest_terminal_summary), unless the user asks for --tb.
+    tb = [] if any(a == "--tb" or a.startswith("--tb=") for a in pytest_args) else ["--tb=no"]
     args = [
-        str(SUITE), "-q", "--tb=line", "-p", "no:cacheprovider", "--rootdir", str(SUITE),
+        str(SUITE), "-q", *tb, "-p", "no:cacheprovider", "--rootdir", str(SUITE),
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
         # By name, not as an object: pytest-xdist's workers load the plugins the arguments name.
         *([] if _plugin_autoloaded() else ["-p", PLUGIN]),

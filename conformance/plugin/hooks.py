@@ -148,6 +148,10 @@ class RunHooks:
 
         return E2ETogetherScheduling(config, log)
 
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if check_id_of(item.nodeid) is not None:
+            self.run.start_check()
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         outcome = yield
@@ -209,7 +213,16 @@ class RunHooks:
             terminalreporter.write_line(versions)
         # `ipc-conformance run` prints the lines itself, as the very last lines.
         from conformance.plugin.summary import closing_lines, recommended_lines
+        from conformance.records import Outcome
 
+        if self.run.via_cli and self.config.getoption("tbstyle", "auto") == "no":
+            # `ipc-conformance run` turns pytest's failure report off: each message once, whole
+            failed = [r for r in self.run.records if r.outcome is Outcome.FAILED]
+            if failed:
+                terminalreporter.write_sep("=", f"failures ({len(failed)})")
+                for r in failed:
+                    terminalreporter.write_line(f"FAILED {r.id}")
+                    terminalreporter.write_line("  " + (r.message.rstrip() or "(no message)"))
         shown = recommended_lines(self.run.records, self.run.flag_for("strict"))
         if shown:  # what pytest's -r summary shows of failures, for the checks it counts on their own
             terminalreporter.write_sep("=", "recommended checks failed")

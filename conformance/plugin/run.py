@@ -192,6 +192,15 @@ class ConformanceRun:
 
         return expectations.load(self.expectations_path)
 
+    def start_check(self) -> None:
+        """Before each check: an adapter that keeps state for its failure messages (a testee's last
+        requests) forgets the previous check's, so no message names another check's requests."""
+        if "session" not in self.__dict__ or "adapter" not in self.session.__dict__:
+            return  # nothing started yet: nothing to forget
+        start = getattr(self.session.adapter, "start_check", None)
+        if callable(start):
+            start()
+
     # -- records: one per check, from the reports (a worker's arrive at the controller) --
     def record(self, report: pytest.TestReport) -> None:
         check_id = check_id_of(report.nodeid)

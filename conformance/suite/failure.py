@@ -28,7 +28,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, NoReturn, Optional, Sequence
 
-__all__ = ["NOTHING", "Failure", "hex_of", "raise_failure", "round_trip_step", "view_of"]
+__all__ = ["NOTHING", "Failure", "error_text", "fail", "hex_of", "json_input", "raise_failure", "round_trip_step",
+           "view_of"]
 
 NOTHING: Any = object()  # no input value to show
 HEX_BYTES = 48  # bytes of an input shown in hex
@@ -105,6 +106,28 @@ def raise_failure(failure: Failure, ipc: Any = None) -> NoReturn:
     exc: BaseException = AssertionError(text) if failure.kind == "AssertionError" else pytest.fail.Exception(text)
     exc.ipc_failure = failure  # type: ignore[attr-defined]
     raise exc
+
+
+def fail(what: str, requirement: str, *, ipc: Any = None, step: str = "", differences: Sequence[str] = (),
+         data: Optional[bytes] = None, value: Any = NOTHING, notes: Sequence[str] = (),
+         kind: str = "AssertionError") -> NoReturn:
+    """`raise_failure(Failure(...), ipc)` in one call: how a check fails (never a bare `assert`,
+    `pytest.fail` or `raise AssertionError`: tests/test_failure_helper.py keeps it so)."""
+    raise_failure(Failure(what, requirement, step=step, differences=differences, data=data, value=value,
+                          notes=notes, kind=kind), ipc)
+
+
+def error_text(exc: BaseException, limit: int = 300) -> str:
+    """An implementation's error as a failure quotes it: its first line cut at `limit` characters,
+    every further line (a testee's step, request and replay command) whole, never cut inside a path."""
+    lines = str(exc).splitlines() or [""]
+    first = lines[0] if len(lines[0]) <= limit else lines[0][:limit] + " ..."
+    return "\n".join([first, *lines[1:]])
+
+
+def json_input(text: str, limit: int = VIEW_CHARS) -> str:
+    """The note naming a JSON input (an HTTP body), for `notes`: `input: JSON {...}`, truncated."""
+    return f"input: JSON {text if len(text) <= limit else text[:limit] + ' ...'}"
 
 
 def hex_of(data: Any, limit: int = HEX_BYTES) -> str:
