@@ -6,6 +6,7 @@ so this test refuses them in every module of conformance/suite, the ones added l
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,95 @@ def test_a_suite_module_fails_only_through_the_helper(module):
     assert not found, (f"{module.relative_to(SUITE.parents[1])} fails around conformance/suite/failure.py "
                        f"(use fail(what, requirement, step=..., data=..., value=..., ipc=ipc)):\n  "
                        + "\n  ".join(found))
+
+
+# -- one planted failure per check module: every part of its message there, and true ------------
+#: module -> (the planted implementation, the check it fails, words of its step, its requirement,
+#: its input line: "bytes" (hex), "json" or None). The other modules' planted failures are
+#: tests/test_failure_messages.py's (EXPECTED); test_e2e.py needs a server (--e2e), test_peer.py
+#: a --peer release and test_generated.py's own failure a catalogue without the struct: their
+#: failures go through the same helper, as the scan above shows.
+PLANTED = {
+    "test_catalogue.py": ("defective_adapters:ReorderedFields", "Required.Catalogue.FlushCacheReqInput.MatchesManifest",
+                          "live catalogue", "R-MSG-10", None),
+    "test_security.py": ("defective_adapters:UnpicklesWireBytes",
+                         "Required.Security.top_level.NoPickleFromUntrustedPeer",
+                         "receive path for an untrusted peer", "R-PW-5", "bytes"),
+    "test_strict_peers.py": ("defective_adapters:UnpicklesWireBytes", "Required.Security.field.WrapperStaysClosed",
+                             "receive path for an untrusted peer", "R-PW-5", "bytes"),
+    "test_sockets.py": ("defective_adapters:UnsafeZeroCopy", "Required.ZeroCopy.msgpack.BufferReuseSafe",
+                        "zero-copy send", "R-TRN-3", None),
+    "test_unwrap.py": ("defective_adapters:DropsTraceUnderMsgpack",
+                       "Required.Trace.BatchStrOutput.ContextSurvivesForwarding.msgpack", "twice", "R-TRACE-3",
+                       None),
+    "test_spec_rules.py": ("spec_rule_adapters:NativeByteOrder",
+                           "Required.ByteOrder.BatchStrOutput.BigEndianKept.encode", "encode of the runner's value",
+                           "R-EXT-6", "bytes"),
+    "test_http.py": ("planted_modules:PlantedModules", "Required.Http.AbortReq.RejectsUnknownKey",
+                     "HTTP JSON validation", "R-HTTP-2", "json"),
+    "test_receive_paths.py": ("planted_modules:PlantedModules", "Required.ReceivePath.AbortReq.Controller.msgpack",
+                              "receive paths", "R-PW-3", None),
+    "test_tensor_memory.py": ("planted_modules:PlantedModules", "Required.TensorMemory.ndarray.OwnsMemory.msgpack",
+                              "receive buffer", "R-TEN-5", "bytes"),
+    "test_tensors.py": ("planted_modules:PlantedModules", "Required.Tensor.cuda_0.DeviceKept",
+                        "decode of bytes the runner wrote", "R-TEN-3", "bytes"),
+    "test_payloads.py": ("planted_modules:PlantedModules",
+                         "Required.Payload.TokenizedGenerateReqInput.time_stats.StateKept.msgpack",
+                         "receive path (unwrap)", "R-PW-1", None),
+    "test_accepts.py": ("planted_modules:PlantedModules", "Required.Accepts.BeamSearchSequence.MapUnknownKey",
+                        "decode of bytes the runner wrote", "R-MSG-4", "bytes"),
+}
+
+
+def _line(message: str, name: str) -> str:
+    found = [line.strip()[len(name) + 1:].strip() for line in message.splitlines()
+             if line.strip().startswith(name + ":")]
+    assert found, f"no '{name}:' line in:\n{message}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def planted_runs(tmp_path_factory) -> dict:
+    """One run per planted implementation, of the checks it is planted for: (stdout, records)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    root = SUITE.parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests")])}
+    runs = {}
+    for impl in sorted({impl for impl, *_ in PLANTED.values()}):
+        report = tmp_path_factory.mktemp("planted") / "results.json"
+        select = " or ".join(check for i, check, *_ in PLANTED.values() if i == impl)
+        proc = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--impl", impl, "--report", str(report),
+                               "--", "-k", select, "-p", "no:randomly"],
+                              capture_output=True, text=True, env=env, cwd=root, timeout=600)
+        records = {r["id"]: r for r in json.loads(report.read_text())["results"]} if report.exists() else {}
+        runs[impl] = (proc.stdout, records)
+    return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("module", sorted(PLANTED))
+def test_a_planted_failure_of_each_module_names_every_part(planted_runs, module):
+    import shlex
+
+    impl, check_id, step, requirement, kind = PLANTED[module]
+    stdout, records = planted_runs[impl]
+    record = records.get(check_id)
+    assert record is not None and record["outcome"] == "failed", (record, stdout[-3000:])
+    message = record["message"]
+    assert step in _line(message, "step"), message
+    assert _line(message, "requirement") == f"SPEC {requirement}", message
+    if kind == "bytes":
+        assert re.fullmatch(r"\d+ bytes [0-9a-f]{2}( [0-9a-f]{2})*( \.\.\.)?", _line(message, "input")), message
+    elif kind == "json":
+        assert _line(message, "input").startswith("JSON {"), message
+    words = shlex.split(_line(message, "replay"))
+    assert words[:4] == ["ipc-conformance", "run", "--impl", impl] and words[-2:] == ["-k", check_id], words
+    first = message.splitlines()[0]
+    assert stdout.count(first) == 1, f"printed {stdout.count(first)} times, not once:\n{stdout[-4000:]}"
+    assert message.rstrip() in stdout, "the message is not printed whole"
+    others = set(records) - {check_id}
+    assert not any(other in message.replace(f"'{check_id}'", "") for other in others), message  # no other check

@@ -17,7 +17,7 @@ from conformance.compare import differences
 from conformance.http_json import to_http_json
 from conformance.plugin import check, harness_error
 from conformance.suite.capability import require
-from conformance.suite.failure import HTTP, error_text, fail, json_input
+from conformance.suite.failure import HTTP, error_text, fail, json_input, view_of
 from conformance.suite.fields import OPAQUE_DEFAULT, default_value, manifest_default
 
 UNKNOWN_KEY = "no_such_field"
@@ -71,7 +71,8 @@ def test_http_rejects_unknown_key(ipc, struct):
     if refusal is None:
         fail(f"{struct} (HTTP JSON): a body with the unknown key {UNKNOWN_KEY!r} validated "
              f"(SPEC R-HTTP-2: unknown keys MUST be rejected); body {json.dumps(body)[:200]}", "R-HTTP-2",
-             step=HTTP, value=got, notes=[json_input(json.dumps(body))], kind="Failed", ipc=ipc)
+             step=HTTP, notes=[json_input(json.dumps(body)), f"validated to: {view_of(got)}"], kind="Failed",
+             ipc=ipc)
     if UNKNOWN_KEY not in str(refusal):
         fail(f"{struct} (HTTP JSON): the body with the unknown key {UNKNOWN_KEY!r} was refused, but the error does "
              f"not name the key (SPEC R-HTTP-2): {type(refusal).__name__}: {error_text(refusal)}", "R-HTTP-2",
@@ -100,4 +101,4 @@ def test_http_omitted_fields_take_defaults(ipc, struct):
         diffs += differences(default_value(ipc, field), getattr(got, field.name), f"{struct}.{field.name}")
     if diffs:
         fail(f"{struct} (HTTP JSON): an omitted field did not take the manifest's default", "R-HTTP-2", step=HTTP,
-             differences=diffs, value=got, notes=[json_input(json.dumps(body))], ipc=ipc)
+             differences=diffs, notes=[json_input(json.dumps(body)), f"validated to: {view_of(got)}"], ipc=ipc)
