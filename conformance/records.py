@@ -24,8 +24,8 @@ def _doc(text: str) -> msgspec.Meta:
     """A member's description in the published JSON Schema."""
     return msgspec.Meta(description=text)
 
-__all__ = ["CheckRecord", "Counts", "Note", "Outcome", "Residue", "Results", "ResultsFileError", "counts",
-           "decode_results", "encode_results", "load_results", "not_tested_reason"]
+__all__ = ["CheckIdentity", "CheckRecord", "Counts", "Note", "Outcome", "Residue", "Results", "ResultsFileError",
+           "counts", "decode_results", "encode_results", "load_results", "not_tested_reason"]
 
 
 class Outcome(str, enum.Enum):
@@ -69,6 +69,31 @@ class Note(str, enum.Enum):
     HARNESS_ERROR = "harness-error"  # failed: the testee crashed, hung or broke the protocol
 
 
+class CheckIdentity(msgspec.Struct, omit_defaults=True, frozen=True):
+    """What a check id is made of, as the check's declaration (`@check`) and its parameters give
+    it: never read back from the id, whose parts may hold dots (a refusal case `Tensor.DtypeNotStr`,
+    an accepted form `AbortReq.wide_ints`)."""
+
+    level: Annotated[str, _doc("Required or Recommended")]
+    area: Annotated[str, _doc("the check's area (RoundTrip, Refuses, ...)")]
+    subject: Annotated[str, _doc("the value of the check's first axis (a struct, a case), or All")]
+    name: Annotated[str, _doc("the check's name (Identical, Decode, ...)")]
+    axes: Annotated[list[tuple[str, str]], _doc("(axis, value) of each further axis: transport, variant, ...")] = []
+
+    @property
+    def id(self) -> str:
+        return ".".join([self.level, self.area, self.subject, self.name, *(value for _, value in self.axes)])
+
+    @classmethod
+    def parsed(cls, check_id: str) -> "CheckIdentity":
+        """A record of a results.json written before identities were recorded: read off its id (a
+        part holding a dot is misread; a newer run records the identity)."""
+        parts = check_id.split(".")
+        parts += [""] * (4 - len(parts))
+        return cls(level=parts[0], area=parts[1], subject=parts[2], name=parts[3],
+                   axes=[(f"axis{i}", v) for i, v in enumerate(parts[4:], 1)])
+
+
 class CheckRecord(msgspec.Struct, omit_defaults=True, frozen=True):
     """One check of a run."""
 
@@ -77,6 +102,13 @@ class CheckRecord(msgspec.Struct, omit_defaults=True, frozen=True):
     message: Annotated[str, _doc("the failure's message ('' when it passed); expected-failure lists match line 1")]
     reason: Annotated[str, _doc("an expected failure: why the expected-failure list expects it")] = ""
     note: Optional[Note] = None
+    check: Annotated[Optional[CheckIdentity], _doc("the parts of the id, as the check declared them (absent "
+                                                   "from files of older versions of the suite)")] = None
+
+    @property
+    def identity(self) -> CheckIdentity:
+        """The check's parts: recorded, else (an older file) read off the id."""
+        return self.check if self.check is not None else CheckIdentity.parsed(self.id)
 
 
 class Counts(msgspec.Struct, kw_only=True):

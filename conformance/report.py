@@ -154,8 +154,7 @@ def compare(reports: list[Results]) -> str:
     areas: dict[str, dict[int, list[CheckRecord]]] = defaultdict(lambda: defaultdict(list))
     for n, rep in enumerate(reports):
         for r in rep.results:
-            level, area = r.id.split(".")[:2]
-            areas[f"{level}.{area}"][n].append(r)
+            areas[f"{r.identity.level}.{r.identity.area}"][n].append(r)
     impls = [rep.impl for rep in reports]
     lines = ["| checks | " + " | ".join(impls) + " |", "|---|" + "---|" * len(impls)]
 

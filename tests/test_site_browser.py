@@ -226,7 +226,7 @@ def test_long_impl_stays_beside_its_term_and_nothing_overflows_at_720px(one_fail
 
 
 # -- the example implementation with its own expected-failure list: honest on every surface ------
-EXAMPLE_SLICE = "(Refuses and Tensor) or Primitive or (ReceivePath and AbortReq)"
+EXAMPLE_SLICE = "(Refuses and Tensor) or Primitive or (ReceivePath and AbortReq) or (Accepts and AbortReq)"
 
 
 @pytest.fixture(scope="module")
@@ -308,3 +308,35 @@ def test_example_with_its_list_is_not_green_and_says_the_same_counts_everywhere(
     assert any("(listed)" in r["verdict"] for r in failing), failing
     _no_horizontal_overflow(browser)
     browser.screenshot(tmp_path / "site-example-checks.png", height=640)
+
+
+def test_every_check_of_a_run_is_named_once_by_the_site(example):
+    """Check ids whose parts hold dots (a refusal case `Tensor.DtypeNotStr`, an accepted form
+    `AbortReq.wide_ints`): the run records each check's parts, and the site names every check once,
+    under its own name, never a page per fragment of an id."""
+    import html
+
+    from conformance.records import load_results
+    from conformance.site.model import check_page
+
+    results = load_results(example["out"])
+    by_check: dict = {}
+    for r in results.results:
+        assert r.check is not None and r.check.id == r.id, r  # the parts, as data, that make the id
+        by_check.setdefault((r.check.level, r.check.area, r.check.name), []).append(r)
+    dotted = [r for r in results.results if "." in r.check.subject]
+    assert dotted, "the slice has checks whose case holds a dot"
+    site = example["site"]
+    pages = sorted(p.name for p in (site / "checks").glob("*.html"))
+    assert pages == sorted(check_page(key) for key in by_check), pages  # one page per check, no invented one
+    assert "Required.Refuses.Decode.html" in pages and "Required.Refuses.DtypeNotStr.html" not in pages
+    impl = (site / "impl" / "minimal-example-0.1.html").read_text()
+    for key, records in by_check.items():
+        page = (site / "checks" / check_page(key)).read_text()
+        for r in records:
+            instance = ".".join([r.check.subject, *(value for _, value in r.check.axes)])
+            if r.outcome.problem:  # each problem once: its row on the check's page, its anchor on the run's
+                assert page.count(f'<th scope="row">{html.escape(instance)}</th>') == 1, (r.id, key)
+                assert impl.count(f'id="f-{html.escape(r.id)}"') == 1, r.id
+    dtype = (site / "checks" / "Required.Refuses.Decode.html").read_text()
+    assert '<th scope="row">Tensor.DtypeNotStr</th>' in dtype  # its subject whole, not "Tensor" and "Decode"

@@ -110,6 +110,16 @@ class RunHooks:
         if dropped:
             self.config.hook.pytest_deselected(items=dropped)
             items[:] = [item for item in items if not unwanted(item)]
+        # Each check's identity travels with its reports (to a pytest-xdist controller too), as data
+        import json
+
+        from conformance.plugin.checks import identity_fields
+        from conformance.plugin.verdicts import CHECK
+
+        for item in items:
+            fields = identity_fields(item)
+            if fields is not None:
+                item.user_properties.append((CHECK, json.dumps(fields)))
 
     def pytest_sessionstart(self) -> None:
         """A user's mistake (an unknown --impl or manifest, a testee that does not start) ends

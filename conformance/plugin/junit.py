@@ -26,11 +26,14 @@ def name_testcase(config: Any, report: Any) -> None:
         from _pytest.junitxml import xml_key
     except ImportError:  # a pytest that moved it: the file keeps pytest's own names
         return
+    from conformance.plugin.verdicts import identity_of
+
     writer = config.stash.get(xml_key, None)
     check_id = check_id_of(report.nodeid) if writer is not None else None
     if check_id is None:
         return
-    level, area = check_id.split(".")[:2]
+    identity = identity_of(report)
+    level, area = (identity.level, identity.area) if identity is not None else check_id.split(".")[:2]
     testcase = writer.node_reporter(report)
     testcase.add_attribute("classname", f"{level}.{area}")
     testcase.add_attribute("name", check_id)

@@ -21,7 +21,7 @@ import msgspec
 from conformance.errors import UsageError
 from conformance.plugin import options, verdicts
 from conformance.plugin.checks import check_id_of
-from conformance.records import CheckRecord, Note, Outcome, encode_results
+from conformance.records import CheckIdentity, CheckRecord, Note, Outcome, encode_results
 
 if TYPE_CHECKING:
     import pytest
@@ -210,16 +210,20 @@ class ConformanceRun:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             xfailed = bool(getattr(report, "wasxfail", "")) and report.skipped
             outcome = Outcome.XFAILED if xfailed else verdicts.outcome_of(report) or Outcome(report.outcome)
+            identity = verdicts.identity_of(report)
+            if identity is not None and identity.id != check_id:  # the id pytest shows is the check's own
+                identity = None
             self.records.append(CheckRecord(id=check_id, outcome=outcome,
                                             message=verdicts.prop(report, verdicts.MESSAGE) or message,
                                             reason=report.wasxfail if xfailed else "",
-                                            note=verdicts.note_of(report)))
+                                            note=verdicts.note_of(report), check=identity))
         elif report.when == "teardown" and report.failed:
             # An error after the check (e.g. stopping a crashed testee) fails pytest's run: the
             # check's record must say so too, or the summary and the exit status disagree.
             at = next((i for i in reversed(range(len(self.records))) if self.records[i].id == check_id), None)
             if at is None:
-                self.records.append(CheckRecord(id=check_id, outcome=Outcome.FAILED, message="teardown: " + message))
+                self.records.append(CheckRecord(id=check_id, outcome=Outcome.FAILED, message="teardown: " + message,
+                                                check=verdicts.identity_of(report)))
             else:
                 before = self.records[at]
                 self.records[at] = msgspec.structs.replace(before, outcome=Outcome.FAILED,
@@ -228,7 +232,8 @@ class ConformanceRun:
     def record_collection_error(self, report: pytest.CollectReport) -> None:
         # A suite module that cannot be collected runs none of its checks: a failure of the run.
         self.records.append(CheckRecord(id=COLLECTION_CHECK, outcome=Outcome.FAILED,
-                                        message=f"{report.nodeid}: {verdicts.message_of(report)}"))
+                                        message=f"{report.nodeid}: {verdicts.message_of(report)}",
+                                        check=CheckIdentity("Required", "Harness", "Collection", "Collects")))
 
     # -- the implementation's side: meta and pickle residue, from each process that ran checks --
     def worker_output(self) -> Optional[dict[str, Any]]:

@@ -12,15 +12,15 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from conformance.plugin.checks import HARNESS_ERROR, harness_error
 from conformance.plugin.summary import NOT_REPRODUCED
-from conformance.records import Note, Outcome
+from conformance.records import CheckIdentity, Note, Outcome
 
 if TYPE_CHECKING:
     import pytest
 
     from conformance.plugin.run import ConformanceRun
 
-#: user property names of a verdict
-MESSAGE, OUTCOME, NOTE = "ipc_message", "ipc_outcome", "ipc_note"
+#: user property names of a verdict, and of the check's identity (set at collection)
+MESSAGE, OUTCOME, NOTE, CHECK = "ipc_message", "ipc_outcome", "ipc_note", "ipc_check"
 #: pytest's report categories (the terminal's count, its letter and word) in the suite's words
 #: (records.Counts): a Recommended failure, a listed failure, a check not tested
 RECOMMENDED_STATUS = ("recommended failed", "R", "RECOMMENDED FAILED")
@@ -49,6 +49,16 @@ def outcome_of(report: Any) -> Optional[Outcome]:
     """The outcome the verdict set, where it differs from pytest's own (a Recommended failure)."""
     value = prop(report, OUTCOME)
     return Outcome(value) if value else None
+
+
+def identity_of(report: Any) -> Optional[CheckIdentity]:
+    """The check's identity the item carried since collection (None for an item that had none)."""
+    import json
+
+    import msgspec
+
+    value = prop(report, CHECK)
+    return msgspec.convert(json.loads(value), CheckIdentity) if value else None
 
 
 def note_of(report: Any) -> Optional[Note]:
