@@ -10,11 +10,14 @@ def summary(passed: int, failed: int, listed: int = 0, recommended: int = 0, not
             f"{not_tested} not tested")
 
 
-def listed_line(listed: int = 0, unreproduced: int = 0, recommended: int = 0, flag: str = "--strict") -> str:
-    """The line before it: the failures that do not fail the run."""
+def listed_line(listed: int = 0, unreproduced: int = 0, recommended: int = 0, flag: str = "--strict",
+                passing: int = 0) -> str:
+    """The line before it: the failures that do not fail the run (and the listed checks that passed)."""
     line = f"listed failures: {listed} (they do not fail the run)"
     if unreproduced:
         line += f", listed generated failures not reproduced: {unreproduced}"
+    if passing:
+        line += f", listed checks that passed: {passing} (they fail the run: remove their lines or narrow their causes)"
     if recommended:
         line += f", recommended checks failed: {recommended} (fail the run with {flag})"
     return line

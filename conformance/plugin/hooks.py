@@ -221,6 +221,8 @@ class RunHooks:
         versions = self.run.final_versions_line()
         if versions:
             terminalreporter.write_line(versions)
+        if self.run.rewrite_line:
+            terminalreporter.write_line(self.run.rewrite_line)
         # `ipc-conformance run` prints the lines itself, as the very last lines.
         from conformance.plugin.summary import closing_lines, recommended_lines
         from conformance.records import Outcome

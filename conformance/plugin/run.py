@@ -46,6 +46,7 @@ class ConformanceRun:
         self._workers: list[dict[str, Any]] = []  # what each pytest-xdist worker reported at its end
         self.versions_shown = False  # the header named the spec versions (serial runs, at collection)
         self.usage_error = ""  # the user's mistake the run stopped on, before any check
+        self.rewrite_line = ""  # what --fix-expectations wrote
 
     @property
     def via_cli(self) -> bool:
@@ -307,5 +308,7 @@ class ConformanceRun:
         # neither is written into the list.
         failing = {r.id: r.message for r in records if r.outcome in (Outcome.FAILED, Outcome.XFAILED)
                    and r.note not in (Note.LISTED_BUT_PASSED, Note.HARNESS_ERROR)}
-        expectations.write(path, failing, expectations.load(path),
-                           f"expected failures of {meta['impl']} against {meta['manifest']}")
+        subjects = {r.id: r.identity.subject for r in records}
+        self.rewrite_line = expectations.write(path, failing, expectations.load(path),
+                                               f"expected failures of {meta['impl']} against {meta['manifest']}",
+                                               subjects).line()

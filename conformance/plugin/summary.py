@@ -33,6 +33,9 @@ def expected_line(records: Sequence[CheckRecord], strict_flag: str = "--strict")
     unreproduced = sum(r.note is Note.NOT_REPRODUCED for r in records)
     if unreproduced:
         line += f", listed generated failures not reproduced: {unreproduced}"
+    passing = sum(r.note is Note.LISTED_BUT_PASSED for r in records)
+    if passing:
+        line += f", listed checks that passed: {passing} (they fail the run: remove their lines or narrow their causes)"
     if c.recommended_failed:
         line += f", recommended checks failed: {c.recommended_failed} (fail the run with {strict_flag})"
     return line
