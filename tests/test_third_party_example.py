@@ -31,3 +31,17 @@ def test_minimal_python_implementation_passes_with_its_expectations(tmp_path):
     assert listed + int(unreproduced or 0) == 42
     # the run passes, and its listed failures are counted as failures all the same
     assert lines[-1].startswith("conformance: ") and f" {listed} failed ({listed} listed)," in lines[-1]
+
+
+def test_the_walkthrough_counts_the_example_list_right():
+    """docs/third-party.md says how many entries the example's list has: the number is the list's."""
+    import re
+
+    text = (ROOT / "docs" / "third-party.md").read_text()
+    stated = re.search(r"The example's list \((\d+) entries: (\d+) check lines and (\d+) cause lines\)",
+                       " ".join(text.split()))
+    assert stated, "docs/third-party.md no longer counts the example's list"
+    lines = [line for line in (ROOT / "examples/minimal_impl/expectations.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    causes = [line for line in lines if line.startswith("cause:")]
+    assert tuple(int(n) for n in stated.groups()) == (len(lines), len(lines) - len(causes), len(causes))
