@@ -98,6 +98,9 @@ def test_results_json_round_trips_through_the_struct():
      "'results[0]': Object missing required field 'message'"),
     ({"impl": "x", "counts": {"passed": "1"}, "results": []}, "'counts.passed': Expected 'int'"),
     ([], "Expected 'object', got 'array'"),
+    # another tool's results: pytest-json-report's report
+    ({"created": 1.0, "duration": 2.0, "exitcode": 0, "root": "/x", "summary": {"passed": 3, "total": 3},
+      "tests": [{"nodeid": "t.py::test_a", "outcome": "passed"}]}, "missing required field 'impl'"),
 ])
 def test_a_file_that_is_no_results_json_is_one_line_naming_the_field(tmp_path, doc, field):
     path = tmp_path / "results.json"
@@ -166,3 +169,15 @@ def test_the_refusal_corpus_reads_through_its_struct():
     doc["cases"][0]["category"] = "parse_error"
     with pytest.raises(ValueError, match="a decode case has a payload"):
         refusals.load(json.dumps(doc))
+
+
+@pytest.mark.parametrize("command", ["compare", "site"])
+def test_report_commands_refuse_a_junit_file_in_one_line(tmp_path, command):
+    """A JUnit XML file given where a results.json belongs: one line, exit 2, no counts."""
+    junit = tmp_path / "junit.xml"
+    junit.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="1"/></testsuites>')
+    extra = ["--out", str(tmp_path / "site")] if command == "site" else []
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "report", command, str(junit), *extra],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert len(done.stderr.strip().splitlines()) == 1 and "not JSON" in done.stderr and str(junit) in done.stderr
