@@ -217,6 +217,22 @@ class RunHooks:
 
             add_counts(self.config, self.run.records)
 
+    def _short_summary(self, terminalreporter: Any) -> None:
+        """What pytest's -rs and -rx list, for checks pytest counts under the suite's words ('not
+        tested', 'failed (listed)') and so no longer lists itself: each check and why."""
+        from _pytest.terminal import getreportopt
+
+        from conformance.records import Outcome
+
+        chars = getreportopt(self.config)
+        for char, outcome, word in (("s", Outcome.SKIPPED, "NOT TESTED"), ("x", Outcome.XFAILED, "FAILED (LISTED)")):
+            shown = [r for r in self.run.records if r.outcome is outcome]
+            if char in chars and shown:
+                terminalreporter.write_sep("=", word.lower())
+                for r in shown:
+                    why = r.reason if outcome is Outcome.XFAILED else (r.message.strip().splitlines() or [""])[0]
+                    terminalreporter.write_line(f"{word} {r.id}: {why.removeprefix('Skipped: ')}")
+
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         versions = self.run.final_versions_line()
         if versions:
@@ -235,6 +251,7 @@ class RunHooks:
                 for r in failed:
                     terminalreporter.write_line(f"FAILED {r.id}")
                     terminalreporter.write_line("  " + (r.message.rstrip() or "(no message)"))
+        self._short_summary(terminalreporter)
         shown = recommended_lines(self.run.records, self.run.flag_for("strict"))
         if shown:  # what pytest's -r summary shows of failures, for the checks it counts on their own
             terminalreporter.write_sep("=", "recommended checks failed")
