@@ -48,7 +48,7 @@ def test_report_files(clean_run):
     assert "## Failures" not in markdown  # nothing failed: no section for it
     assert 'class="matrix"' in (folder / "report.html").read_text()
     ran = len(results["results"])
-    assert json.loads((folder / "badge.json").read_text())["message"] == f"{ran}/{ran}"
+    assert json.loads((folder / "badge.json").read_text())["message"] == f"{ran}/{ran} passed"
 
 
 def test_listed_check_that_passes_fails_the_run(tmp_path):
