@@ -496,3 +496,16 @@ def test_the_reference_testee_reports_the_decoded_value_itself():
         assert adapter.decoded_view(data, "msgpack") == to_view(codec.decode(data, "msgpack"))
     finally:
         adapter.close()
+
+
+def test_a_new_check_forgets_the_requests_of_the_one_before(testee, tmp_path, monkeypatch):
+    """A failure names the requests of its own check only: the plugin calls start_check() before
+    each check, and the requests and answers of the check before are gone."""
+    monkeypatch.setenv("IPC_TESTEE_REPLAY_DIR", str(tmp_path))
+    value = testee.classes()["AbortReq"](rid="before")
+    testee.decode(testee.encode(value, "msgpack"), "msgpack")
+    assert "request: decode struct=AbortReq" in testee.reproducers()
+    testee.start_check()
+    assert testee.reproducers() == ""
+    data = testee.encode(value, "msgpack")  # its own bytes again: named as such in this check too
+    assert testee._input_step("decode", data, "msgpack").startswith("the testee's decode (and re-encode) of its own")
