@@ -3,7 +3,8 @@
 
 The last line is one of three, and no two can be read as each other:
 `conformance: P passed, F failed (L listed), R recommended failed, N not tested` (the run ran),
-`conformance: error: ...` (a usage error: nothing ran, exit status 2), and
+`conformance: error: ...` (a usage error: nothing ran, exit status 2; or a run that stopped
+before its end, pytest's exit status 2 or 3), and
 `conformance: no checks selected ...` (the selection matched no check, exit status 5)."""
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ def run(*, pytest_args: Sequence[str] = (), workers: Optional[str] = None, **cho
         return NO_CHECKS_EXIT
     for line in closing_lines(records):
         print(line)
+    if code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
+        # the counts above are of the checks that ran before it stopped: never the last word
+        print(error_line(f"the run stopped before its end (pytest exit status {int(code)}): the counts above are "
+                         "of the checks that ran"))
+        return int(code)
     if code == pytest.ExitCode.OK and counts(records).failed:
         return int(pytest.ExitCode.TESTS_FAILED)  # the summary's failures decide, never a lenient hook
     return int(code)

@@ -139,6 +139,18 @@ def test_a_run_that_selects_no_check_says_so_and_exits_5():
     assert proc.stdout.strip().splitlines()[-1] == "conformance: no checks selected (nothing ran; exit status 5)"
 
 
+def test_an_interrupted_run_does_not_end_with_counts():
+    """Stopped after two checks: the counts of what ran, then a last line that says it stopped."""
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--transport", "msgpack", "--",
+                           "-k", "Primitive", "-p", "interrupting_plugin"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])})
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert lines[-2] == "conformance: 2 passed, 0 failed (0 listed), 0 recommended failed, 0 not tested", lines
+    assert lines[-1].startswith("conformance: error: the run stopped before its end"), lines
+
+
 #: `ipc-conformance serve` mistakes, found before any engine process starts (serve ends its own
 #: process, so these run in a subprocess).
 SERVE_MISTAKES = {
