@@ -193,3 +193,17 @@ def test_the_expected_failure_loop_groups_a_defect_and_the_next_run_passes_with_
     again = subprocess.run([*argv, *select], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
     assert again.returncode == 0, again.stdout[-2000:]
     assert again.stdout.strip().splitlines()[-2:] == [listed_line(2), summary(0, 2, listed=2)]
+
+
+def test_the_closing_lines_name_the_listed_checks_that_did_not_fail():
+    from conformance.plugin.summary import closing_lines
+    from conformance.records import CheckRecord, Note, Outcome
+
+    records = [CheckRecord("Required.A.S.N", Outcome.FAILED, "listed but passed", note=Note.LISTED_BUT_PASSED),
+               CheckRecord("Required.Generated.S.RoundTrip.msgpack", Outcome.PASSED, "", note=Note.NOT_REPRODUCED),
+               CheckRecord("Required.B.S.N", Outcome.XFAILED, "boom", reason="known"),
+               *(CheckRecord(f"Required.C.S{i}.N", Outcome.PASSED, "", note=Note.NOT_REPRODUCED) for i in range(5))]
+    lines = closing_lines(records)
+    assert lines[0] == ("listed but not failing this run: 7 (Required.A.S.N, Required.Generated.S.RoundTrip.msgpack, "
+                        "Required.C.S0.N, Required.C.S1.N, Required.C.S2.N and 2 more)")
+    assert lines[1:] == [listed_line(1, unreproduced=6, passing=1), summary(6, 2, listed=1)]

@@ -41,6 +41,20 @@ def expected_line(records: Sequence[CheckRecord], strict_flag: str = "--strict")
     return line
 
 
+#: listed checks named on the line of those that no longer fail; results.json has them all
+SHOWN_IDS = 5
+
+
+def unreproduced_line(records: Sequence[CheckRecord]) -> str:
+    """The listed checks that did not fail this run, by id ('' when every listed check failed):
+    those that passed (they fail the run) and the Generated ones whose search met nothing."""
+    gone = [r.id for r in records if r.note in (Note.LISTED_BUT_PASSED, Note.NOT_REPRODUCED)]
+    if not gone:
+        return ""
+    more = f" and {len(gone) - SHOWN_IDS} more" if len(gone) > SHOWN_IDS else ""
+    return f"listed but not failing this run: {len(gone)} ({', '.join(gone[:SHOWN_IDS])}{more})"
+
+
 def recommended_lines(records: Sequence[CheckRecord], strict_flag: str = "--strict") -> list[str]:
     """One line per Recommended check that failed: its id and its message's first line."""
     return [f"RECOMMENDED FAILED {r.id} - Recommended check failed (fails with {strict_flag}): "
@@ -55,10 +69,11 @@ def summary_line(records: Sequence[CheckRecord]) -> str:
 
 
 def closing_lines(records: Sequence[CheckRecord], strict_flag: str = "--strict") -> list[str]:
-    """What a run prints last: the not-tested line (when checks were not tested), the line of
-    failures that do not fail the run, the summary line."""
-    return [line for line in (not_tested_line(records), expected_line(records, strict_flag), summary_line(records))
-            if line]
+    """What a run prints last: the not-tested line (when checks were not tested), the listed checks
+    that did not fail (when there are any), the line of failures that do not fail the run, the
+    summary line."""
+    return [line for line in (not_tested_line(records), unreproduced_line(records), expected_line(records, strict_flag),
+                              summary_line(records)) if line]
 
 
 ERROR_PREFIX = "conformance: error: "
