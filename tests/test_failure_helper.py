@@ -143,3 +143,36 @@ def test_a_planted_failure_of_each_module_names_every_part(planted_runs, module)
     assert message.rstrip() in stdout, "the message is not printed whole"
     others = set(records) - {check_id}
     assert not any(other in message.replace(f"'{check_id}'", "") for other in others), message  # no other check
+
+
+@pytest.mark.slow
+def test_a_testee_failure_names_its_own_request_once_with_a_whole_runnable_replay(tmp_path):
+    """A testee's HTTP bridge refuses a body it must take: the failure names that one request (not
+    the previous check's, not twice), and its replay command, whole, runs and reproduces it."""
+    import json
+    import os
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = SUITE.parents[1]
+    impl = "cmd:python -m reference_impl.testee --break http-factory-required"
+    check_id = "Required.Http.ListExternalCorporaReqOutput.OmittedFieldsTakeDefaults"
+    env = {**os.environ, "PYTHONPATH": str(root), "IPC_TESTEE_REPLAY_DIR": str(tmp_path / "frames")}
+    report = tmp_path / "results.json"
+    subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--impl", impl, "--transport", "msgpack",
+                    "--report", str(report), "--", "-k", "Http and ListExternalCorporaReqOutput"],
+                   capture_output=True, text=True, env=env, cwd=root, timeout=600)
+    records = {r["id"]: r for r in json.loads(report.read_text())["results"]}
+    assert records["Required.Http.ListExternalCorporaReqOutput.RejectsUnknownKey"]["outcome"] == "passed"  # ran before
+    message = records[check_id]["message"]
+    requests = [line.strip() for line in message.splitlines() if line.strip().startswith("request: ")]
+    assert requests == ["request: http struct=ListExternalCorporaReqOutput json='{\"success\": false}'"], message
+    assert message.count("step: ") == 1 and "no_such_field" not in message, message  # nothing of the check before
+    words = shlex.split(_line(message, "reproduce"))
+    assert words[:3] == ["ipc-conformance", "testee", "replay"] and words[4:] == ["--impl", words[5]], words
+    assert Path(words[3]).is_file() and words[5].endswith("--break http-factory-required"), words
+    replayed = subprocess.run([sys.executable, "-m", "conformance.cli", *words[1:]], capture_output=True, text=True,
+                              env=env, cwd=root, timeout=300)
+    assert replayed.returncode == 1 and "corpus_token_counts: Field required" in replayed.stdout, replayed.stdout

@@ -26,6 +26,7 @@ the verdict (conformance/plugin/verdicts.py) to every failure, so a check need n
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, NoReturn, Optional, Sequence
 
 __all__ = ["NOTHING", "Failure", "error_text", "fail", "hex_of", "json_input", "raise_failure", "round_trip_step",
@@ -117,12 +118,18 @@ def fail(what: str, requirement: str, *, ipc: Any = None, step: str = "", differ
                           notes=notes, kind=kind), ipc)
 
 
+#: the lines a testee's error adds about its request (testee/adapter.py): a failure raised with
+#: `ipc` names the check's requests and their replay commands itself, whole
+_TESTEE_CONTEXT = re.compile(r"^\s+(step|request|reproduce): ")
+
+
 def error_text(exc: BaseException, limit: int = 300) -> str:
     """An implementation's error as a failure quotes it: its first line cut at `limit` characters,
-    every further line (a testee's step, request and replay command) whole, never cut inside a path."""
+    every further line whole, never cut inside a path; a testee's lines about its request left
+    out, since the failure (raised with `ipc`) names the check's requests and replay commands."""
     lines = str(exc).splitlines() or [""]
     first = lines[0] if len(lines[0]) <= limit else lines[0][:limit] + " ..."
-    return "\n".join([first, *lines[1:]])
+    return "\n".join([first, *(line for line in lines[1:] if not _TESTEE_CONTEXT.match(line))])
 
 
 def json_input(text: str, limit: int = VIEW_CHARS) -> str:
