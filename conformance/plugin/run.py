@@ -198,9 +198,7 @@ class ConformanceRun:
         requests) forgets the previous check's, so no message names another check's requests."""
         if "session" not in self.__dict__ or "adapter" not in self.session.__dict__:
             return  # nothing started yet: nothing to forget
-        start = getattr(self.session.adapter, "start_check", None)
-        if callable(start):
-            start()
+        self.session.adapter.start_check()
 
     # -- records: one per check, from the reports (a worker's arrive at the controller) --
     def record(self, report: pytest.TestReport) -> None:
