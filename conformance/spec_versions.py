@@ -84,6 +84,8 @@ INTRODUCED: tuple[tuple[str, str], ...] = (
     ("Required.EveryEdge.*", "3.0"),
     ("Required.Http.*", "3.0"),
     ("Required.Payload.*", "3.0"),
+    ("Required.EnginePayload.*", "3.0"),
+    ("Required.Pipeline.*", "3.0"),
     ("Required.ReceivePath.Batch*", "3.0"),  # the same ids, now three items with every one wrapped
     ("Required.Accepts.*.MapUnknownKey", "3.0"),
     ("Required.Accepts.*.MapDefaultsFilled", "3.0"),
@@ -94,6 +96,16 @@ INTRODUCED: tuple[tuple[str, str], ...] = (
     ("Required.TensorMemory.ndarray.*", "3.0"),
     ("Required.TensorMemory.array.*", "3.0"),
     ("Required.Accepts.*.CollidingKeysNotWritten", "3.0"),
+    ("Required.Trace.*.OneLinkedTrace.*", "3.0"),
+    ("Required.HttpBase64.*.Corpus.*", "3.0"),
+    ("Required.Refuses.*.FloatKeyForInt.*", "3.0"),
+    ("Required.Refuses.*.BoolKeyForInt.*", "3.0"),
+    ("Required.Refuses.Tensor.DeviceIndexLeadingZero.*", "3.0"),
+    ("Required.Refuses.Tensor.DeviceIndexPlusSign.*", "3.0"),
+    ("Required.Refuses.Tensor.DeviceIndexNegative.*", "3.0"),
+    ("Required.Refuses.Tensor.DeviceCpuIndexed.*", "3.0"),
+    ("Required.Refuses.Tensor.DeviceUpperCase.*", "3.0"),
+    ("Required.Accepts.*.CollidingKeysKeptOnce", "3.0"),
 )
 
 _NUMBER = re.compile(r"^(\d+)\.(\d+)$")

@@ -6,7 +6,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from conformance.adapters.base import OPTIONAL_CAPABILITIES, Adapter, ReceivePath
+from conformance.adapters.base import OPTIONAL_CAPABILITIES, Adapter, EnginePayload, ReceivePath
 from conformance.adapters.e2e import E2ERun, TappedMessage
 from reference_impl.errors import WireError
 
@@ -21,6 +21,8 @@ class ReferenceAdapter(Adapter):
     catalogue_options = {"union_attr": "CUSTOM_MESSAGE_TYPES", "array_typecode": "q"}
     refusal_errors = (WireError,)  # the codec's one error, for every input it refuses
     capabilities = OPTIONAL_CAPABILITIES  # every one: the reference is what the suite is checked on
+    # Its own tracing across real processes, each with IPC_TRANSPORT set (reference_tools/trace_hops.py).
+    trace_driver = "reference_tools.trace_hops"
 
     def __init__(self, *, engine_debug_skip_unwrap: Sequence[str] = ()) -> None:
         """engine_debug_skip_unwrap: test hook only (EngineConfig.debug_skip_unwrap): these engine
@@ -62,6 +64,9 @@ class ReferenceAdapter(Adapter):
 
         return zmq_io.recv(sock, transport, allow_pickle=True)
 
+    def trace_env(self, transport: str) -> Mapping[str, str]:
+        return {"IPC_TRANSPORT": transport}
+
     def pickle_residue(self) -> dict[str, int]:
         from reference_impl.pickle_wrapper import pickle_residue
 
@@ -71,6 +76,11 @@ class ReferenceAdapter(Adapter):
         from pydantic import TypeAdapter
 
         return TypeAdapter(getattr(self._module, struct)).validate_json(json_text)
+
+    def validate_http_python(self, struct: str, body: Any) -> Any:
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(getattr(self._module, struct)).validate_python(body, from_attributes=True)
 
     def manifest_id(self) -> str:
         return self._module.MANIFEST_ID
@@ -126,6 +136,12 @@ class ReferenceAdapter(Adapter):
         for struct in ("BatchTokenIDOutput", "BatchStrOutput"):
             samples[f"{struct}.customized_info"] = [{"expert_ids": [[1, 2], [3]], "note": ["a", "b"]}]
         return samples
+
+    def engine_payloads(self) -> Mapping[str, EnginePayload]:
+        """The engine's own objects as it builds them (reference_tools/engine_payloads.py)."""
+        from reference_tools.engine_payloads import engine_payloads
+
+        return engine_payloads()
 
     def decode_frames(self, frames: Sequence[bytes], transport: str) -> Any:
         return self._codec.decode_frames(frames, transport, allow_pickle=True, unwrap_wrappers=False)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Sequence
 
@@ -10,6 +11,8 @@ from conformance.transport import TRANSPORTS, Transport
 
 if TYPE_CHECKING:
     from conformance.adapters.e2e import E2ERun
+    from conformance.adapters.trace import TraceRun
+    from conformance.pipeline import PipelineRun, Topology
     from conformance.schema.manifest import Manifest
 
 #: obj (in-process form: PickleWrapper-typed fields hold their objects), transport -> what the
@@ -22,6 +25,24 @@ ReceivePath = Callable[[Any, str], Any]
 PayloadPosition = str
 TOP_LEVEL_WRAPPER = "PickleWrapper"
 
+
+@dataclass(frozen=True)
+class EnginePayload:
+    """One object the engine builds and sends inside a message (Adapter.engine_payloads).
+
+    ``build()`` returns a fresh object built the way the engine builds it: through the engine's
+    own constructors, setters and normalization (a request's sampling parameters normalized and
+    verified as the tokenizer manager does, multimodal items filled through the processor's
+    setter, a shared-memory pointer made by the engine's wrap). ``position`` is where it travels:
+    "<Struct>.<field>" of a catalogue message. ``release(obj)``, if given, frees what a built or
+    received object holds outside the process (a shared-memory segment); the check calls it on
+    both after comparing."""
+
+    position: PayloadPosition
+    build: Callable[[], Any]
+    release: Optional[Callable[[Any], None]] = None
+
+
 #: The engine receive paths a ReceivePath check can drive (see Adapter.receive_paths).
 RECEIVE_PATHS = ("controller", "scheduler", "detokenizer", "tokenizer_manager", "unroutable")
 
@@ -33,12 +54,16 @@ CAPABILITIES: Mapping[str, str] = {
     "unwrap": "the trusted receive path that opens PickleWrappers (unwrap)",
     "receive": "the receive path for an untrusted peer (receive)",
     "http": "HTTP JSON validation (validate_http)",
+    "http_python": "HTTP JSON validated as a FastAPI server validates a request body: pydantic's "
+                   "validate_python on the parsed JSON (validate_http_python)",
     "define": "decoding a message subclass defined after start-up",
     "socket": "ZeroMQ send and receive (send, recv)",
     "zero_copy": "zero-copy ZeroMQ sends (send with zero_copy=True)",
     **{f"receive_path.{path}": f"the engine's {path} receive path over real sockets (receive_paths)"
        for path in RECEIVE_PATHS},
     "e2e": "running its server with the IPC tap on through the fixed scenario (run_e2e)",
+    "pipeline": "running the scenario through its own pipeline per transport and topology (run_pipeline)",
+    "trace": "its own tracing, enabled, across real processes: tokenizer manager, controller, scheduler (run_traced)",
 }
 OPTIONAL_CAPABILITIES = frozenset(CAPABILITIES)
 #: What an in-process Python implementation typically offers (the reference declares more).
@@ -136,6 +161,14 @@ class Adapter:
         """HTTP JSON -> struct through the implementation's pydantic bridge (capability "http")."""
         raise NotImplementedError
 
+    def validate_http_python(self, struct: str, body: Any) -> Any:
+        """The parsed HTTP JSON body (``json.loads`` of the request: dicts, lists, str, ...) ->
+        struct, the way the implementation's HTTP server validates a request body (capability
+        "http_python"). A FastAPI server runs pydantic in Python mode on the parsed body,
+        ``TypeAdapter(cls).validate_python(body, from_attributes=True)``, so base64 text reaches
+        the bridge as a str in Python mode, not in JSON mode (SPEC R-HTTP-3)."""
+        raise NotImplementedError
+
     # -- a serving engine ------------------------------------------------------------
     def receive_paths(self) -> Mapping[str, ReceivePath]:
         """The engine's real receive paths, by name (capabilities "receive_path.<name>", checks
@@ -171,6 +204,18 @@ class Adapter:
         as the object the sender must wrap (opaque_value). None: no Payload checks."""
         return {}
 
+    def engine_payloads(self) -> Mapping[str, EnginePayload]:
+        """The engine's own objects as the engine builds and mutates them, by a name of the
+        adapter's choosing (an identifier: it is part of the check id). Checks
+        ``EnginePayload.<name>.StateKept.<transport>`` put each at its position of the canonical
+        message, send it with this adapter's ``send`` over a real ZeroMQ socket pair and receive
+        it with ``recv`` (capability "socket"), then compare the object's state on both sides:
+        ``__getstate__()`` where its class defines one, else its fields, ``__dict__`` and slots,
+        recursively (tensors by dtype, shape, device and values, dtypes by identity). Unlike
+        payload_samples these need not be PickleWrapper positions: any field whose object the
+        engine builds with state of its own. None: no EnginePayload checks."""
+        return {}
+
     def decode_frames(self, frames: Sequence[bytes], transport: Transport) -> Any:
         """The wire decode of one multipart message as it came off a socket (PickleWrappers
         stay wrapped). One frame is a plain message; an implementation that sends side frames
@@ -190,6 +235,47 @@ class Adapter:
         """A check begins (the plugin calls this before each one): forget whatever was kept for
         the failure messages of the check before, so that none of this check's names it (a testee
         forgets its last requests). Nothing to forget by default."""
+
+    def run_pipeline(self, transport: Transport, topology: "Topology", workdir: Path) -> "PipelineRun":
+        """Drive conformance.pipeline's scenario for ``topology`` through this implementation's
+        own pipeline, the transport selected the way its users select it, the model's forward
+        replaced by a stub that records what it produced (capability "pipeline"; checks
+        ``Pipeline``, SPEC §16). Returns the run's record; a hop that died or hung is reported in
+        ``errors``, never raised; leaves nothing running."""
+        raise NotImplementedError
+
+    def run_pipelines(self, transport: Transport, topologies: Sequence["Topology"],
+                      workdir: Path) -> list["PipelineRun"]:
+        """run_pipeline for each topology, in order; an implementation whose runs share costly
+        set-up (one process for several topologies) overrides this instead."""
+        return [self.run_pipeline(transport, t, workdir / t.name) for t in topologies]
+
+    # -- its own tracing, enabled, across processes (conformance/adapters/trace.py) ----------
+    #: The module each process of the traced chain runs (``python -m <module> <role> <workdir>
+    #: <ipc_dir>``, see conformance/adapters/trace.py); None: no ``trace`` capability.
+    trace_driver: Optional[str] = None
+    #: Python source each traced process runs before its driver (a test hook that plants a defect).
+    trace_prelude: str = ""
+    trace_timeout_s: float = 120.0
+
+    def trace_env(self, transport: Transport) -> Mapping[str, str]:
+        """The environment that selects the transport, as the implementation's users set it."""
+        raise NotImplementedError
+
+    def run_traced(self, request: Any, transport: Transport, workdir: Path) -> "TraceRun":
+        """Run the implementation's own tracing, enabled, across three real processes (capability
+        "trace"; checks ``Trace.<Hop>.OneLinkedTrace``): the tokenizer manager opens the request's
+        trace context the engine's way from the client's traceparent, puts it in `request`'s time
+        stats and sends it with its own send; the data-parallel controller receives and unwraps it
+        with its own code, continues the trace and forwards it; a scheduler receives it and
+        continues the trace. Returns every span they exported. By default the processes run
+        ``trace_driver`` with ``trace_env(transport)``."""
+        from conformance.adapters.trace import run_chain
+
+        if self.trace_driver is None:
+            raise NotImplementedError(f"{type(self).__name__} sets no trace_driver")
+        return run_chain(self.trace_driver, self.trace_env(transport), workdir, request, prelude=self.trace_prelude,
+                         timeout_s=self.trace_timeout_s, transport=transport)
 
     @property
     def label(self) -> str:

@@ -12,15 +12,33 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import pickle
-from typing import Any, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import msgspec
 
-from conformance.adapters.base import IN_PROCESS, TOP_LEVEL_WRAPPER, Adapter, ReceivePath
+from conformance.adapters.base import IN_PROCESS, TOP_LEVEL_WRAPPER, Adapter, EnginePayload, ReceivePath
+
+if TYPE_CHECKING:
+    from conformance.pipeline import PipelineRun, Topology
 
 MODULE = "sglang.srt.managers.io_struct"
 # Importing this registers KvMetrics in the top-level union (hook_custom_types).
 CUSTOM_TYPE_MODULES = ("sglang.srt.managers.scheduler_components.kv_events_publisher",)
+
+
+#: The hops of an SGLang deployment its pipeline runs leave out on a CPU machine, and why.
+SGLANG_NOT_DRIVEN = {
+    "model forward": "replaced by the deterministic stub scheduler (tokens, logprobs, hidden states, customized "
+                     "info); SGLang's Scheduler class needs a GPU model runner",
+    "scheduler request handling": "the stub builds SGLang's Req from the received request (the arguments of "
+                                  "Scheduler.handle_generate_request); batching and the KV cache are the model's",
+    "multi-tokenizer worker processes": "its router and workers run in one process, on one event loop (SGLang's "
+                                        "launcher starts one process each); the app serves each request from "
+                                        "the worker the scenario chose",
+    "tracing on": "driven by the Trace checks (their own processes), not in the pipeline runs",
+    "HTTP server": "SGLang's FastAPI app is driven in process (httpx's ASGI transport), not through uvicorn",
+}
 
 
 class SGLangAdapter(Adapter):
@@ -36,8 +54,10 @@ class SGLangAdapter(Adapter):
     # No zero-copy send (SGLang 0.5.23 has none), no server run here. The tokenizer manager's
     # receive path is not driven: its batch-output handler opens customized info into a local
     # that only waiting request states see (sglang_engine.py).
-    capabilities = IN_PROCESS | {"receive_path.controller", "receive_path.scheduler", "receive_path.detokenizer",
-                                 "receive_path.unroutable"}
+    capabilities = IN_PROCESS | {"http_python", "receive_path.controller", "receive_path.scheduler",
+                                 "receive_path.detokenizer", "receive_path.unroutable", "pipeline", "trace"}
+    # Its own tracing across real processes, each with SGLANG_USE_PICKLE_IPC set (sglang_trace.py).
+    trace_driver = "conformance.adapters.sglang_trace"
 
     def __init__(self) -> None:
         self._io: Any = importlib.import_module(MODULE)  # SGLang ships no type information
@@ -108,6 +128,9 @@ class SGLangAdapter(Adapter):
             value = self._io.sock_recv(sock)
         return self._unwrap_fields(value)
 
+    def trace_env(self, transport: str) -> Mapping[str, str]:
+        return {"SGLANG_USE_PICKLE_IPC": "1" if transport == "pickle" else "0"}
+
     # -- the engine's receive paths (sglang_engine.py) -------------------------------
     def receive_paths(self) -> Mapping[str, ReceivePath]:
         return {"controller": self._controller, "scheduler": self._scheduler, "unroutable": self._unroutable,
@@ -166,6 +189,23 @@ class SGLangAdapter(Adapter):
         with OutputRig(self._io, transport) as rig:
             return rig.through_detokenizer(self._sent_form(obj, transport))
 
+    # -- its own pipeline (sglang_pipeline.py) -------------------------------------------
+    def run_pipelines(self, transport: str, topologies: Sequence["Topology"], workdir: Path) -> list["PipelineRun"]:
+        """SGLang's own processes' code, the topologies that spell the switch alike in one process
+        (SGLang read once), SGLANG_USE_PICKLE_IPC in its environment (sglang_pipeline.py)."""
+        from conformance.pipeline import switch_value
+        from conformance.pipeline_runner import run_module
+
+        by_switch: dict[str, list[Topology]] = {}
+        for topology in topologies:
+            by_switch.setdefault(switch_value(topology, transport), []).append(topology)
+        runs: dict[str, PipelineRun] = {}
+        for switch, group in by_switch.items():
+            done = run_module("conformance.adapters.sglang_pipeline", transport, group, workdir / f"switch-{switch}",
+                              env={"SGLANG_USE_PICKLE_IPC": switch}, not_driven=SGLANG_NOT_DRIVEN)
+            runs.update((run.topology.name, run) for run in done)
+        return [runs[t.name] for t in topologies]
+
     # -- its own payloads --------------------------------------------------------------
     def payload_samples(self) -> Mapping[str, Sequence[Any]]:
         """SGLang's own objects at its opaque positions: the time stats each process sends
@@ -196,10 +236,22 @@ class SGLangAdapter(Adapter):
         handshakes = [WorkerPortHandshake(worker_ports=[31000, 31001], attn_tp_size=1, attn_cp_size=1), "1"]
         return {TOP_LEVEL_WRAPPER: handshakes, **requests, **outputs, **info}
 
+    def engine_payloads(self) -> Mapping[str, EnginePayload]:
+        """Upstream's own objects as its processes build them (conformance/adapters/sglang_payloads.py)."""
+        from conformance.adapters.sglang_payloads import engine_payloads
+
+        return engine_payloads()
+
     def validate_http(self, struct: str, json_text: str) -> Any:
         from pydantic import TypeAdapter
 
         return TypeAdapter(self.classes()[struct]).validate_json(json_text)
+
+    def validate_http_python(self, struct: str, body: Any) -> Any:
+        # What FastAPI (fastapi/_compat/v2.py ModelField.validate) runs on a route's parsed body.
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(self.classes()[struct]).validate_python(body, from_attributes=True)
 
     def manifest_id(self) -> str:
         return f"sglang-{self.version}"

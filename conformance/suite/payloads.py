@@ -68,3 +68,66 @@ def state_differences(sent: Any, received: Any) -> list[str]:
     plain = isinstance(sent, _LEAVES) or type(sent) in (list, tuple, dict, set, frozenset)
     names = None if plain else attribute_names(sent)
     return differences(state_view(sent), state_view(received, names))
+
+
+# -- engine-built objects (Adapter.engine_payloads, checks EnginePayload) --------------------
+_STATE_LEAVES = (*_LEAVES, torch.Size)
+
+
+def _own_getstate(obj: Any) -> bool:
+    """Whether obj's class defines its own __getstate__ (not object's default, Python 3.11+)."""
+    method = getattr(type(obj), "__getstate__", None)
+    return method is not None and method is not getattr(object, "__getstate__", None)
+
+
+def engine_state(obj: Any, _depth: int = 0) -> Any:
+    """The state of an engine-built object as plain data, for EnginePayload checks.
+
+    An object whose class defines ``__getstate__`` is what that returns (the state its pickling
+    and, for an engine's extension types, its msgpack form carry: a shared-memory pointer's
+    name, shape and dtype, not the mapping a receiver opens); any other object is its msgspec or
+    dataclass fields, then every ``__dict__`` entry (``$dict``: a struct declared with a dict
+    keeps there what no transport carries), then its slots. Containers item by item; tensors,
+    arrays, dtypes, devices and sizes are leaves that ``conformance.compare.differences`` compares
+    by dtype, shape, device and values, dtypes and devices by identity."""
+    if _depth > 32 or isinstance(obj, _STATE_LEAVES):
+        return obj
+    deeper = _depth + 1
+    if type(obj) in (list, tuple):
+        return type(obj)(engine_state(v, deeper) for v in obj)
+    if type(obj) is dict:
+        return {k: engine_state(v, deeper) for k, v in obj.items()}
+    if isinstance(obj, (set, frozenset, msgspec.msgpack.Ext)):
+        return obj
+    view: dict[str, Any] = {"$type": f"{type(obj).__module__}.{type(obj).__qualname__}"}
+    if isinstance(obj, (list, tuple, dict)):
+        items = obj.items() if isinstance(obj, dict) else enumerate(obj)
+        view["$items"] = {k: engine_state(v, deeper) for k, v in items}
+    if _own_getstate(obj):
+        view["$state"] = engine_state(obj.__getstate__(), deeper)
+        return view
+    fields: list[str] = []
+    if isinstance(obj, msgspec.Struct):
+        fields = list(obj.__struct_fields__)
+    elif dataclasses.is_dataclass(obj):
+        fields = [f.name for f in dataclasses.fields(obj)]
+    for name in fields:
+        view[name] = engine_state(getattr(obj, name, MISSING), deeper)
+    extra = {k: v for k, v in (getattr(obj, "__dict__", None) or {}).items() if k not in fields}
+    if extra or hasattr(obj, "__dict__"):
+        view["$dict"] = {k: engine_state(v, deeper) for k, v in extra.items()}
+    for cls in type(obj).__mro__:
+        if isinstance(obj, msgspec.Struct):
+            break  # a struct's fields are its slots
+        slots = cls.__dict__.get("__slots__", ())
+        for name in [slots] if isinstance(slots, str) else list(slots):
+            if name not in ("__dict__", "__weakref__") and name not in view:
+                view[name] = engine_state(getattr(obj, name, MISSING), deeper)
+    return view
+
+
+def engine_state_differences(sent: Any, received: Any) -> list[str]:
+    """Where the received object's state (engine_state) differs from the sent one's, path by path."""
+    from conformance.compare import differences
+
+    return differences(engine_state(sent), engine_state(received))

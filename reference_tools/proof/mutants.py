@@ -699,6 +699,31 @@ class DuplicateKeysFirstWins(Mutant):
         return super().decode(data, transport)
 
 
+class IntKeysCoerced(Mutant):
+    """A float or bool key in an int-keyed map is coerced to the int it equals instead of
+    refused (R-VAL-6: in a Dict[int, V] a 1.0 or true key is a type error)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        try:
+            return super().decode(data, transport)
+        except Exception:
+            if transport != "msgpack":
+                raise
+
+            def as_int(key: Any) -> Any:
+                if isinstance(key, bool) or (isinstance(key, float) and key.is_integer()):
+                    return int(key)
+                return key
+
+            coerced = write(deep_map(read(data), lambda v: {as_int(k): x for k, x in v.items()}
+                                     if type(v) is dict else v))
+            if coerced == bytes(data):
+                raise
+            return super().decode(coerced, transport)
+
+
 class BigEndianNdarraysConverted(Mutant):
     """Big-endian ndarrays are converted to little-endian before sending (R-EXT-6: sent as they are)."""
 
@@ -975,6 +1000,106 @@ class HttpUnknownKeysAccepted(Mutant):
         return super().validate_http(struct, http_json_with_breaks(cls, json_text, {"http-unknown-keys"}))
 
 
+class _Base64Bridge(Mutant):
+    """The HTTP bridge's base64 decode of one text replaced, in JSON and in Python mode alike,
+    for the duration of each validation (reference_impl/http_bridge.py ``_from_base64``)."""
+
+    kind = "http"
+
+    def decode_text(self, text: str) -> bytes:
+        raise NotImplementedError
+
+    def _bridge(self) -> contextlib.AbstractContextManager:
+        from pydantic_core import PydanticCustomError
+
+        from reference_impl import http_bridge
+
+        original = http_bridge._from_base64
+
+        def decode(value: Any) -> Any:
+            if not isinstance(value, str):
+                return original(value)
+            try:
+                return self.decode_text(value)
+            except ValueError as exc:  # binascii.Error is one
+                raise PydanticCustomError("base64", "invalid base64 text: {reason}", {"reason": str(exc)}) from None
+
+        return patched(http_bridge, "_from_base64", decode)
+
+    def validate_http(self, struct: str, json_text: str) -> Any:
+        with self._bridge():
+            return super().validate_http(struct, json_text)
+
+    def validate_http_python(self, struct: str, body: Any) -> Any:
+        with self._bridge():
+            return super().validate_http_python(struct, body)
+
+
+class Base64Lenient(_Base64Bridge):
+    """base64 decoded without validation (b64decode's default): characters outside the alphabet,
+    whitespace and URL-safe characters are skipped, not refused (R-HTTP-3)."""
+
+    def decode_text(self, text: str) -> bytes:
+        import base64
+
+        return base64.b64decode(text)
+
+
+class Base64UrlSafeAccepted(_Base64Bridge):
+    """The URL-safe alphabet ('-', '_') taken for the standard one's '+', '/' (R-HTTP-3)."""
+
+    def decode_text(self, text: str) -> bytes:
+        import base64
+
+        return base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+
+
+class Base64PaddingIgnored(_Base64Bridge):
+    """Padding ignored: the text's '=' stripped and put back as needed, so missing or extra
+    padding is accepted (R-HTTP-3)."""
+
+    def decode_text(self, text: str) -> bytes:
+        import base64
+
+        bare = text.rstrip("=")
+        return base64.b64decode(bare + "=" * (-len(bare) % 4), validate=True)
+
+
+class Base64WhitespaceStripped(_Base64Bridge):
+    """Leading and trailing whitespace stripped before a strict decode (R-HTTP-3: refused)."""
+
+    def decode_text(self, text: str) -> bytes:
+        import base64
+
+        from reference_impl.http_bridge import STRICT_BASE64
+
+        text = text.strip()
+        if not STRICT_BASE64.fullmatch(text):
+            raise ValueError("not RFC 4648 base64")
+        return base64.b64decode(text, validate=True)
+
+
+class Base64JsonModeOnly(Mutant):
+    """The bridge decodes base64 in pydantic's JSON mode only: a FastAPI server validates the
+    parsed body in Python mode, where the text passes as its own UTF-8 bytes (R-HTTP-3)."""
+
+    kind = "http"
+
+    def validate_http_python(self, struct: str, body: Any) -> Any:
+        from pydantic_core import core_schema
+
+        from reference_impl import http_bridge
+
+        def json_only(marker: Any, source_type: Any, handler: Any) -> Any:
+            inner = handler(source_type)
+            return core_schema.json_or_python_schema(
+                json_schema=core_schema.no_info_before_validator_function(http_bridge._from_base64, inner),
+                python_schema=inner)
+
+        with patched(http_bridge.Base64Bytes, "__get_pydantic_core_schema__", json_only):
+            return super().validate_http_python(struct, body)
+
+
 # -- receive paths, memory ownership, the engine's own payloads -------------------------------
 class _EngineReceivePaths(Mutant):
     """A bug planted in the engine's receive paths for the duration of each receive-path call."""
@@ -1083,6 +1208,118 @@ class TimeStatsDropsAField(Mutant):
                     return path(obj, transport)
             return run
         return {name: during(path) for name, path in super().receive_paths().items()}
+
+
+# -- engine-built payloads (R-PW-7) -------------------------------------------------------------
+class MmDataOnInstance(Mutant):
+    """The engine's multimodal item setter writes processor data (a name that is not a field)
+    into the item's instance __dict__, which neither transport carries: after transit the image
+    grid and the per-frame map are gone (R-PW-7)."""
+
+    kind = "payload"
+
+    def engine_payloads(self) -> Any:
+        import dataclasses
+
+        from reference_tools import engine_payloads as builders
+
+        def on_instance(item: Any, name: str, value: Any) -> None:
+            setattr(item, name, value)  # a struct with a __dict__ keeps any other name there
+
+        def planted(build: Callable[[], Any]) -> Callable[[], Any]:
+            def run() -> Any:
+                with patched(builders, "processor_set", on_instance):
+                    return build()
+            return run
+        return {name: dataclasses.replace(payload, build=planted(payload.build))
+                for name, payload in super().engine_payloads().items()}
+
+
+def _nested_maps_left_encoded(value: Any, in_map: bool = False) -> Any:
+    """value with every tensor in a map nested in a map left in its wire form (extension 2)."""
+    from reference_impl import ext
+
+    if isinstance(value, msgspec.Struct):
+        return msgspec.structs.replace(value, **{n: _nested_maps_left_encoded(getattr(value, n))
+                                                 for n in value.__struct_fields__})
+    if type(value) in (list, tuple):
+        return type(value)(_nested_maps_left_encoded(v, in_map) for v in value)
+    if type(value) is dict:
+        return {k: ext.enc_hook(v) if in_map and isinstance(v, torch.Tensor) else _nested_maps_left_encoded(v, True)
+                for k, v in value.items()}
+    return value
+
+
+class NestedMapsNotDecoded(Mutant):
+    """The msgpack decoder stops recursing into maps nested in maps at Any positions: a tensor in
+    a multimodal item's per-frame map arrives as its raw extension (R-PW-7)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        got = super().decode(data, transport)
+        return _nested_maps_left_encoded(got) if transport == "msgpack" else got
+
+    def recv(self, sock: Any, transport: str) -> Any:
+        got = super().recv(sock, transport)
+        return _nested_maps_left_encoded(got) if transport == "msgpack" else got
+
+
+class _TracedEngine(Mutant):
+    """A bug planted in the engine's tracing in every process of the traced chain (run_traced):
+    ``trace_prelude`` runs in each before the engine's code."""
+
+    kind = "trace"
+
+
+class TraceCarrierFromCurrentContext(_TracedEngine):
+    """The carrier a process puts in the time stats is the sending thread's current context, not
+    the request's span (nothing is current: it is empty), so the next process starts a new trace
+    (R-TRACE-4; SGLang's TraceReqContext.__getstate__ with propagate.inject(carrier))."""
+
+    trace_prelude = """
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from reference_impl.engine import tracing as _tracing
+def _carrier(span, fallback=None):
+    if span is None:
+        return dict(fallback or {})
+    out = {}
+    TraceContextTextMapPropagator().inject(out)  # the current context, not the span's
+    return out
+_tracing.Tracing.carrier = staticmethod(_carrier)
+"""
+
+
+class TraceCarrierDroppedOnReceive(_TracedEngine):
+    """A receiving process opens its span without the carrier it received (a new trace), as
+    SGLang's TraceReqContext.__setstate__ would if it dropped root_span_context (R-TRACE-4)."""
+
+    trace_prelude = """
+from reference_impl.engine import tracing as _tracing
+_start_span = _tracing.Tracing.start_span
+def _without_carrier(self, name, carrier, **attributes):
+    return _start_span(self, name, None if self.process != "tokenizer_manager" else carrier, **attributes)
+_tracing.Tracing.start_span = _without_carrier
+"""
+
+
+class TraceCarrierNotAdvanced(_TracedEngine):
+    """A process that forwards a request opens its span but sends the carrier it received on,
+    not its own span's: the next process's span skips it (R-TRACE-4, R-TRACE-1)."""
+
+    trace_prelude = """
+import contextlib
+from reference_impl.engine import tracing as _tracing
+@contextlib.contextmanager
+def _step(self, name, stats, **attributes):
+    span = self.start_span(name, stats.trace_carrier if stats else None, **attributes)
+    try:
+        yield span
+    finally:
+        if span is not None:
+            span.end()  # stats.trace_carrier stays the received one
+_tracing.Tracing.step = _step
+"""
 
 
 # -- decoders that check less than R-EXT-3 and R-TEN-1 ask ---------------------------------
