@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, NoReturn, Optional, Sequence
 
 from conformance.errors import USAGE_EXIT, UsageError
 
@@ -322,7 +322,7 @@ def _coverage(args: argparse.Namespace) -> int:
     return 0 if complete else 1
 
 
-def _add_spec_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+def _add_spec_commands(sub: "argparse._SubParsersAction[_Parser]") -> None:
     cov = sub.add_parser("coverage", help="field-arm coverage: does every field of every struct a message can "
                          "carry, at any depth, take each arm of its type in the deterministic checks? and value-class "
                          "coverage: does every position take every edge value of each class in the EveryEdge checks? "
@@ -451,8 +451,19 @@ def _workers(text: str) -> str:
 _ARRAY_TYPECODES = list("bBuhHiIlLqQfd")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, keeping the message of the usage error it exits on (subparsers are of
+    the same class), so that `run` can end with it as its last line."""
+
+    refused: str = ""
+
+    def error(self, message: str) -> NoReturn:
+        _Parser.refused = message
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="ipc-conformance", description=__doc__)
+    parser = _Parser(prog="ipc-conformance", description=__doc__)
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -537,30 +548,39 @@ def _named_by_user(exc: OSError, argv: Sequence[str]) -> bool:
     return any(failed == g or g in failed.parents for g in given)
 
 
+def _run_error_line(args: argparse.Namespace, problem: str) -> None:
+    """`run`'s last line on stdout, where a job reads its result, when the run could not start."""
+    if args.command == "run":
+        from conformance.plugin.summary import error_line
+
+        print(error_line(problem))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:
-        if exit_.code == USAGE_EXIT and argv[:1] == ["run"]:  # a run ends with its summary lines, even this one
-            from conformance.plugin.summary import expected_line, summary_line
+        if exit_.code == USAGE_EXIT and argv[:1] == ["run"]:  # a run's last line says it did not run
+            from conformance.plugin.summary import error_line
 
-            print(expected_line([]))
-            print(summary_line([]))
+            print(error_line(_Parser.refused or "the arguments were refused (see the message above)"))
         raise
     try:
         code: int = args.func(args)
         return code
     except UsageError as exc:  # the user's mistake: one line, never a traceback
         print(f"{_command_words(parser, args)}: error: {exc}", file=sys.stderr)
+        _run_error_line(args, str(exc))
         return USAGE_EXIT
     except OSError as exc:  # a path the user named cannot be read or written (a missing folder, a typo)
         if not _named_by_user(exc, argv):
             raise
         hint = " (give a path whose folder exists)" if isinstance(exc, FileNotFoundError) else ""
-        print(f"{_command_words(parser, args)}: error: {exc.filename}: {(exc.strerror or str(exc)).lower()}{hint}",
-              file=sys.stderr)
+        problem = f"{exc.filename}: {(exc.strerror or str(exc)).lower()}{hint}"
+        print(f"{_command_words(parser, args)}: error: {problem}", file=sys.stderr)
+        _run_error_line(args, problem)
         return USAGE_EXIT
 
 

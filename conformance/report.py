@@ -32,8 +32,8 @@ def _versions(meta: dict[str, Any]) -> list[str]:
 
 #: report.md's columns per area: (outcome, heading).
 _COLUMNS = ((Outcome.PASSED, "✓ passed"), (Outcome.FAILED, "✗ failed"),
-            (Outcome.RECOMMENDED_FAILED, "! recommended failed"), (Outcome.XFAILED, "≈ expected"),
-            (Outcome.SKIPPED, "– skipped"))
+            (Outcome.XFAILED, "≈ listed"), (Outcome.RECOMMENDED_FAILED, "! recommended failed"),
+            (Outcome.SKIPPED, "– not tested"))
 #: Check ids shown per group of failures; results.json and report.html have them all.
 SHOWN_IDS = 20
 
@@ -89,10 +89,10 @@ def markdown(meta: dict[str, Any], records: list[CheckRecord], residue: Optional
     lines = [
         f"# Conformance of {meta['impl']} against {meta['manifest']}",
         "",
-        f"{c.passed} passed, {c.failed} failed, {c.xfailed} expected failures, "
-        f"{c.recommended_failed} recommended checks failed, {c.skipped} skipped "
-        f"(transports: {meta['transport']}).",
+        f"{c.phrase()} (transports: {meta['transport']}).",
         *_versions(meta),
+        *(["", "Not tested: " + "; ".join(f"{reason}: {n}" for reason, n in c.not_tested.items()) + "."]
+          if c.not_tested else []),
         "",
         "## Per area",
         "",
@@ -101,8 +101,9 @@ def markdown(meta: dict[str, Any], records: list[CheckRecord], residue: Optional
     lines += _groups("Failures", recs, (Outcome.FAILED, Outcome.RECOMMENDED_FAILED),
                      "Required areas first; in each, the failures whose messages start with the same line are one "
                      "group, the biggest first. report.html has the whole messages and a command to run each again.")
-    lines += _groups("Expected failures", recs, (Outcome.XFAILED,),
-                     "Listed in the implementation's expectations file, with their reasons; they do not fail the run.")
+    lines += _groups("Listed failures", recs, (Outcome.XFAILED,),
+                     "Listed in the implementation's expectations file, with their reasons: they do not fail the run, "
+                     "and they are failures in every figure.")
     if residue:
         lines += ["", "## Pickle residue", "", "Fields that still travel as PickleWrapper or `Any`:", ""]
         lines += [f"- `{f}`: `{t}`" for f, t in residue.get("fields", [])]
@@ -119,7 +120,8 @@ def html_report(meta: dict[str, Any], records: list[CheckRecord],
 
 
 def badge(records: list[CheckRecord]) -> dict[str, Any]:
-    """badge.json, a shields.io endpoint: red on any Required failure, orange on Recommended ones only."""
+    """badge.json, a shields.io endpoint: red on any Required failure, listed or not; orange on
+    Recommended ones only; grey when nothing was tested."""
     return endpoint(records)
 
 
@@ -147,22 +149,23 @@ def write_all(folder: Path, meta: dict[str, Any], records: list[CheckRecord],
 
 
 def compare(reports: list[Results]) -> str:
-    """Markdown: one row per check area, one column per implementation (passed / failing)."""
-    areas: dict[str, dict[str, list[CheckRecord]]] = defaultdict(lambda: defaultdict(list))
-    for rep in reports:
+    """Markdown: one row per check area, one column per implementation, each cell the counts as the
+    badge says them (records.Counts.brief: listed failures are failures), then each run's counts."""
+    areas: dict[str, dict[int, list[CheckRecord]]] = defaultdict(lambda: defaultdict(list))
+    for n, rep in enumerate(reports):
         for r in rep.results:
-            level, area = r.id.split(".")[:2]
-            areas[f"{level}.{area}"][rep.impl].append(r)
+            areas[f"{r.identity.level}.{r.identity.area}"][n].append(r)
     impls = [rep.impl for rep in reports]
     lines = ["| checks | " + " | ".join(impls) + " |", "|---|" + "---|" * len(impls)]
 
     def cell(c: Counts) -> str:
-        ran = c.total - c.skipped
-        bad = ran - c.passed
-        return f"{c.passed}/{ran}" + (f" ({bad} failing)" if bad else "") if ran else "–"
+        return c.brief() if c.total else "–"
 
     for area in sorted(areas):
-        lines.append(f"| {area} | " + " | ".join(cell(counts(areas[area].get(i, []))) for i in impls) + " |")
+        lines.append(f"| {area} | " + " | ".join(cell(counts(areas[area].get(n, []))) for n in range(len(reports)))
+                     + " |")
     totals = [counts(rep.results) for rep in reports]
-    lines.append("| **all** | " + " | ".join(cell(t) for t in totals) + " |")
+    lines.append("| **all** | " + " | ".join(f"**{cell(t)}**" for t in totals) + " |")
+    lines.append("")
+    lines += [f"- {impl}: {t.phrase()}" for impl, t in zip(impls, totals)]
     return "\n".join(lines) + "\n"

@@ -1,5 +1,11 @@
 """`ipc-conformance run`: the suite under pytest (serial, or on pytest-xdist workers with
--n), then the conformance summary as the last two lines."""
+-n), then the conformance summary as the last lines.
+
+The last line is one of three, and no two can be read as each other:
+`conformance: P passed, F failed (L listed), R recommended failed, N not tested` (the run ran),
+`conformance: error: ...` (a usage error: nothing ran, exit status 2; or a run that stopped
+before its end, pytest's exit status 2 or 3), and
+`conformance: no checks selected ...` (the selection matched no check, exit status 5)."""
 
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ import pytest
 
 from conformance.errors import USAGE_EXIT
 from conformance.plugin import options
-from conformance.plugin.summary import expected_line, summary_line
+from conformance.plugin.summary import closing_lines, error_line
 from conformance.records import CheckRecord, counts
 
 SUITE = Path(__file__).resolve().parent / "suite"
@@ -39,6 +45,18 @@ class _Records:
         run = run_of(self.config, start=False) if self.config is not None else None
         return run.records if run is not None else []
 
+    def usage_error(self) -> str:
+        """The user's mistake the run stopped on ('' when none was recorded)."""
+        from conformance.plugin.hooks import run_of
+
+        run = run_of(self.config, start=False) if self.config is not None else None
+        return run.usage_error if run is not None else ""
+
+
+#: pytest's exit status when no test was selected; `ipc-conformance run` keeps it (documented)
+NO_CHECKS_EXIT = int(pytest.ExitCode.NO_TESTS_COLLECTED)
+NO_CHECKS_LINE = "conformance: no checks selected (nothing ran; exit status 5)"
+
 
 def parallel_args(workers: Optional[str], pytest_args: Sequence[str]) -> list[str]:
     """pytest-xdist's arguments for -n. Under --dist loadgroup the plugin's scheduler
@@ -59,8 +77,12 @@ def run(*, pytest_args: Sequence[str] = (), workers: Optional[str] = None, **cho
     if unknown:
         raise TypeError(f"run() got unknown options {unknown}; the run options are {sorted(offered)}")
     chosen = {**chosen, "summary": "caller"}
+    # pytest's own failure report would print each failure twice, the second copy cut (--tb=line
+    # writes the report, then its first 50 characters): the plugin prints each failure's whole
+    # message once instead (hooks.RunHooks.pytest_terminal_summary), unless the user asks for --tb.
+    tb = [] if any(a == "--tb" or a.startswith("--tb=") for a in pytest_args) else ["--tb=no"]
     args = [
-        str(SUITE), "-q", "--tb=line", "-p", "no:cacheprovider", "--rootdir", str(SUITE),
+        str(SUITE), "-q", *tb, "-p", "no:cacheprovider", "--rootdir", str(SUITE),
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
         # By name, not as an object: pytest-xdist's workers load the plugins the arguments name.
         *([] if _plugin_autoloaded() else ["-p", PLUGIN]),
@@ -71,10 +93,21 @@ def run(*, pytest_args: Sequence[str] = (), workers: Optional[str] = None, **cho
     kept = _Records()
     code = pytest.main(args, plugins=[kept])
     records = kept.records()
-    print(expected_line(records))
-    print(summary_line(records))
     if code == pytest.ExitCode.USAGE_ERROR:
-        return USAGE_EXIT  # pytest printed the one line that says what was wrong
+        # pytest printed the one line that says what was wrong; the last line says it again, so a
+        # job that reads only the last line never takes a run that did not start for a clean one
+        print(error_line(kept.usage_error() or "the arguments given to pytest were refused (see the message above)"))
+        return USAGE_EXIT
+    if code == pytest.ExitCode.NO_TESTS_COLLECTED and not records:
+        print(NO_CHECKS_LINE)
+        return NO_CHECKS_EXIT
+    for line in closing_lines(records):
+        print(line)
+    if code in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR):
+        # the counts above are of the checks that ran before it stopped: never the last word
+        print(error_line(f"the run stopped before its end (pytest exit status {int(code)}): the counts above are "
+                         "of the checks that ran"))
+        return int(code)
     if code == pytest.ExitCode.OK and counts(records).failed:
         return int(pytest.ExitCode.TESTS_FAILED)  # the summary's failures decide, never a lenient hook
     return int(code)

@@ -89,7 +89,7 @@ def test_a_mistake_is_one_line_and_exit_2(argv, capsys, monkeypatch):
     assert len([line for line in err.splitlines() if "error" in line.lower()]) == 1, err
 
 
-#: `ipc-conformance run` mistakes: one line from pytest, then the summary as always.
+#: `ipc-conformance run` mistakes: one line from pytest, then `conformance: error: ` and the same words, last.
 RUN_MISTAKES = {
     ("--impl", "nosuch"): "no implementation 'nosuch'",
     ("--impl", "no_such_module:Adapter"): "cannot import 'no_such_module'",
@@ -103,7 +103,7 @@ RUN_MISTAKES = {
     ("--report-dir", "/proc/no-such-dir"): "--report-dir /proc/no-such-dir: cannot create it",
 }
 
-#: Mistakes argparse finds: its own line, and the summary as always.
+#: Mistakes argparse finds: its own line, and a last line that says the run did not start.
 RUN_USAGE = {
     ("--transport", "bogus"): "invalid choice: 'bogus'",
     ("-n", "bogus"): "not a number of workers: 'bogus'",
@@ -112,25 +112,48 @@ RUN_USAGE = {
 
 
 @pytest.mark.parametrize("argv", list(RUN_USAGE), ids=" ".join)
-def test_a_run_option_mistake_still_ends_with_the_summary(argv, capsys):
+def test_a_run_option_mistake_ends_with_an_error_line(argv, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["run", *argv])
     out, err = capsys.readouterr()
     assert exit_.value.code == 2
     assert RUN_USAGE[argv] in err and "Traceback" not in err
-    assert out.strip().splitlines()[-1] == "conformance: 0 passed, 0 failed, 0 skipped"
+    # the last line cannot be read as a clean run: it says the run did not start, and why
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("conformance: error: ") and RUN_USAGE[argv] in last, last
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("argv", list(RUN_MISTAKES), ids=" ".join)
-def test_a_run_mistake_still_ends_with_the_summary(argv):
+def test_a_run_mistake_ends_with_an_error_line(argv):
     proc = subprocess.run([sys.executable, "-m", "conformance.cli", "run", *argv, "--", "-k", "Primitive"],
                           capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, "CI": ""})
     out = proc.stdout + proc.stderr
     assert proc.returncode == 2, out
     assert "Traceback" not in out
     assert RUN_MISTAKES[argv] in out
-    assert proc.stdout.strip().splitlines()[-1] == "conformance: 0 passed, 0 failed, 0 skipped"
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("conformance: error: ") and RUN_MISTAKES[argv] in last, last
+
+
+def test_a_run_that_selects_no_check_says_so_and_exits_5():
+    """Not a usage error, not a clean run: its own last line and pytest's exit status 5 (README)."""
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--", "-k", "NoSuchCheckAnywhere"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 5, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "conformance: no checks selected (nothing ran; exit status 5)"
+
+
+def test_an_interrupted_run_does_not_end_with_counts():
+    """Stopped after two checks: the counts of what ran, then a last line that says it stopped."""
+    proc = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--transport", "msgpack", "--",
+                           "-k", "Primitive", "-p", "interrupting_plugin"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])})
+    lines = proc.stdout.strip().splitlines()
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert lines[-2] == "conformance: 2 passed, 0 failed (0 listed), 0 recommended failed, 0 not tested", lines
+    assert lines[-1].startswith("conformance: error: the run stopped before its end"), lines
 
 
 #: `ipc-conformance serve` mistakes, found before any engine process starts (serve ends its own

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from summary_lines import summary
 
 from conformance.compare import differences
 from conformance.coverage import arms, measure
@@ -179,4 +180,4 @@ def test_every_arm_through_a_cmd_testee():
          "--", "-k", "EveryArm and (BatchTokenizedGenerateReqInput or BatchStrOutput)"],
         capture_output=True, text=True, cwd=HERE.parent, timeout=300,
     )
-    assert proc.stdout.strip().splitlines()[-1] == "conformance: 4 passed, 0 failed, 0 skipped", proc.stdout[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == summary(4, 0), proc.stdout[-3000:]

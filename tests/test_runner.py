@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from summary_lines import listed_line, summary
 
 from conformance import report
 from conformance.records import CheckRecord, Outcome, Results
@@ -32,8 +33,8 @@ def test_last_line_is_the_summary(clean_run):
     lines = proc.stdout.strip().splitlines()
     ran = len(json.loads((folder / "results.json").read_text())["results"])
     assert proc.returncode == 0, proc.stdout[-2000:]
-    assert ran >= 15 and lines[-1] == f"conformance: {ran} passed, 0 failed, 0 skipped"
-    assert lines[-2] == "expected failures: 0"
+    assert ran >= 15 and lines[-1] == summary(ran, 0)
+    assert lines[-2] == listed_line()
 
 
 def test_report_files(clean_run):
@@ -47,7 +48,7 @@ def test_report_files(clean_run):
     assert "## Failures" not in markdown  # nothing failed: no section for it
     assert 'class="matrix"' in (folder / "report.html").read_text()
     ran = len(results["results"])
-    assert json.loads((folder / "badge.json").read_text())["message"] == f"{ran}/{ran}"
+    assert json.loads((folder / "badge.json").read_text())["message"] == f"{ran}/{ran} passed"
 
 
 def test_listed_check_that_passes_fails_the_run(tmp_path):
@@ -56,7 +57,7 @@ def test_listed_check_that_passes_fails_the_run(tmp_path):
     proc = run("--expectations", str(listed), "--", "-k", "AbortReq and Identical")
     assert proc.returncode != 0
     assert "is listed in" in proc.stdout and "but passed" in proc.stdout
-    assert proc.stdout.strip().splitlines()[-1] == "conformance: 5 passed, 1 failed, 0 skipped"
+    assert proc.stdout.strip().splitlines()[-1] == summary(5, 1)
 
 
 def test_fix_expectations_rewrites_the_list(tmp_path):
@@ -82,8 +83,8 @@ def test_testee_crash_in_a_recommended_check_fails_the_run(tmp_path):
                "--", "-k", RECOMMENDED)
     lines = proc.stdout.strip().splitlines()
     assert proc.returncode == 1, proc.stdout[-2000:]
-    assert lines[-1] == "conformance: 0 passed, 3 failed, 0 skipped", proc.stdout[-2000:]
-    assert lines[-2] == "expected failures: 0"
+    assert lines[-1] == summary(0, 3), proc.stdout[-2000:]
+    assert lines[-2] == listed_line()
     records = json.loads((tmp_path / "results.json").read_text())
     assert records["counts"]["failed"] == 3 and records["counts"]["recommended-failed"] == 0
     assert all(r["message"].startswith("harness error: ") and "testee closed its stdout" in r["message"]
@@ -98,7 +99,7 @@ def test_testee_crash_in_a_check_that_allows_refusals_fails_it(op, select, check
     proc = run("--impl", _testee_crashing_on(op, tmp_path), "--", "-k", select)
     assert proc.returncode == 1, proc.stdout[-2000:]
     last = proc.stdout.strip().splitlines()[-1]
-    assert last == f"conformance: 0 passed, {checks} failed, 0 skipped", proc.stdout[-2000:]
+    assert last == summary(0, checks), proc.stdout[-2000:]
 
 
 def test_testee_crash_cannot_be_an_expected_failure(tmp_path):
@@ -107,8 +108,7 @@ def test_testee_crash_cannot_be_an_expected_failure(tmp_path):
     proc = run("--impl", "cmd:python -m reference_impl.testee --break crash", "--expectations", str(listed),
                "--", "-k", "AbortReq and Identical and msgpack.typical")
     assert proc.returncode == 1, proc.stdout[-2000:]
-    assert proc.stdout.strip().splitlines()[-2:] == ["expected failures: 0",
-                                                     "conformance: 0 passed, 1 failed, 0 skipped"]
+    assert proc.stdout.strip().splitlines()[-2:] == [listed_line(), summary(0, 1)]
     run("--impl", "cmd:python -m reference_impl.testee --break crash", "--expectations", str(listed),
         "--fix-expectations", "--", "-k", "AbortReq and Identical and msgpack.typical")
     assert "AbortReq" not in listed.read_text()  # never written into the list either
@@ -119,16 +119,16 @@ def test_recommended_failures_have_their_own_count(tmp_path):
     proc = run("--impl", testee, "--report-dir", str(tmp_path), "--", "-k", RECOMMENDED)
     lines = proc.stdout.strip().splitlines()
     assert proc.returncode == 0, proc.stdout[-2000:]
-    assert lines[-2:] == ["expected failures: 0, recommended checks failed: 3 (fail the run with --strict)",
-                          "conformance: 0 passed, 0 failed, 0 skipped"]
+    assert lines[-2:] == [listed_line(recommended=3), summary(0, 0, recommended=3)]
     counts = json.loads((tmp_path / "results.json").read_text())["counts"]
-    assert counts == {"passed": 0, "failed": 0, "xfailed": 0, "recommended-failed": 3, "skipped": 0}
-    assert "3 recommended checks failed, 0 skipped" in (tmp_path / "report.md").read_text()
-    assert "3 recommended checks failed" in (tmp_path / "report.html").read_text()
-    assert json.loads((tmp_path / "badge.json").read_text())["message"] == "0/3, 3 recommended failing"
+    assert counts == {"passed": 0, "failed": 0, "xfailed": 0, "recommended-failed": 3, "skipped": 0,
+                      "required-failed": 0, "not-tested": {}}
+    phrase = summary(0, 0, recommended=3).removeprefix("conformance: ")
+    assert phrase in (tmp_path / "report.md").read_text() and phrase in (tmp_path / "report.html").read_text()
+    assert json.loads((tmp_path / "badge.json").read_text())["message"] == "0/3 passed, 3 recommended failed"
     strict = run("--impl", testee, "--strict", "--", "-k", RECOMMENDED)
     assert strict.returncode == 1
-    assert strict.stdout.strip().splitlines()[-1] == "conformance: 0 passed, 3 failed, 0 skipped"
+    assert strict.stdout.strip().splitlines()[-1] == summary(0, 3)
 
 
 def test_markdown_summary_per_area_then_grouped_failures_and_badge_from_records():
@@ -141,16 +141,16 @@ def test_markdown_summary_per_area_then_grouped_failures_and_badge_from_records(
     text = report.markdown({"impl": "x", "manifest": "m", "transport": "both"}, records)
     lines = text.splitlines()
     table = [line for line in lines if line.startswith("|")]
-    assert table[2:] == ["| Required.RoundTrip | 1 | 2 |  |  |  |", "| Recommended.Security |  |  | 1 |  |  |",
-                         "| **all** | 1 | 2 | 1 |  |  |"]
+    assert table[2:] == ["| Required.RoundTrip | 1 | 2 |  |  |  |", "| Recommended.Security |  |  |  | 1 |  |",
+                         "| **all** | 1 | 2 |  | 1 |  |"]
     assert max(len(line) for line in table) < 80  # a short table, not a column per check
     assert "## Failures (3 in 2 groups)" in text
     boom = lines.index("- **2 ×** failed: `boom`")
     assert lines[boom + 1] == "  - `Required.RoundTrip.A.Identical.msgpack.typical`, " \
                               "`Required.RoundTrip.B.Identical.msgpack.typical`"
-    assert boom < lines.index("- **1 ×** recommended check failed: `rce`")  # Required first
+    assert boom < lines.index("- **1 ×** recommended failed: `rce`")  # Required first
     assert report.badge(records) == {"schemaVersion": 1, "label": "ipc conformance",
-                                     "message": "1/4, 1 recommended failing", "color": "red"}
+                                     "message": "1/4 passed, 2 failed, 1 recommended failed", "color": "red"}
     assert report.badge(records[3:])["color"] == "orange"  # Recommended failures only
 
 
@@ -159,7 +159,10 @@ def test_compare_table_counts_each_area_per_implementation():
                                    CheckRecord("Required.RoundTrip.X.I.msgpack", Outcome.XFAILED, "")])
     b = Results(impl="b", results=[CheckRecord("Required.RoundTrip.X.I.pickle", Outcome.PASSED, "")])
     table = report.compare([a, b])
-    assert "| Required.RoundTrip | 1/2 (1 failing) | 1/1 |" in table
+    # the same words as the badge: a listed failure is a failure
+    assert "| Required.RoundTrip | 1/2 passed, 1 failed (1 listed) | 1/1 passed |" in table
+    assert "- a: 1 passed, 1 failed (1 listed), 0 recommended failed, 0 not tested" in table
+    assert report.badge(list(a.results))["message"] == "1/2 passed, 1 failed (1 listed)"
 
 
 def test_pytest_users_are_told_their_own_flags(tmp_path):
@@ -168,9 +171,9 @@ def test_pytest_users_are_told_their_own_flags(tmp_path):
                            "conformance.suite", "--ipc-impl", "cmd:python -m reference_impl.testee --break flip-byte",
                            "-k", RECOMMENDED], capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:]
-    assert "expected failures: 0, recommended checks failed: 3 (fail the run with --ipc-strict)" in proc.stdout
+    assert listed_line(recommended=3, flag="--ipc-strict") in proc.stdout
     assert "Recommended check failed (fails with --ipc-strict)" in proc.stdout
-    assert "conformance: 0 passed, 0 failed, 0 skipped" in proc.stdout
+    assert summary(0, 0, recommended=3) in proc.stdout
     # pytest's own line counts them as the conformance lines do: their own category, no skip
     pytest_line = [line for line in proc.stdout.splitlines() if re.search(r" in [0-9.]+s", line)][-1]
     assert "3 recommended failed" in pytest_line and "skipped" not in pytest_line, proc.stdout[-2000:]

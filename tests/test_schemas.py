@@ -58,8 +58,21 @@ def test_each_check_is_counted_once_under_its_own_outcome():
     records = [CheckRecord(f"Required.A.S.N.{o.value}", o, "") for o in Outcome]
     records.append(CheckRecord("Recommended.A.S.N.x", Outcome.RECOMMENDED_FAILED, "m"))
     c = counts(records)
-    assert c == Counts(passed=1, failed=1, xfailed=1, recommended_failed=2, skipped=1) and c.total == len(records)
+    assert c == Counts(passed=1, failed=1, xfailed=1, recommended_failed=2, skipped=1, required_failed=2,
+                       not_tested={"no reason given": 1}) and c.total == len(records)
     assert c[Outcome.RECOMMENDED_FAILED] == c["recommended-failed"] == 2
+    # the conformance figures: a listed failure is a failure
+    assert (c.failures, c.listed, c.ran) == (2, 1, 5)
+    assert c.phrase() == "1 passed, 2 failed (1 listed), 2 recommended failed, 1 not tested"
+    assert c.brief() == "1/5 passed, 2 failed (1 listed), 2 recommended failed, 1 not tested"
+
+
+def test_checks_not_tested_are_counted_by_reason():
+    skip = "Skipped: x-1 does not offer 'receive_path.controller' (its receive path (ZeroMQ)), 'e2e' (a server)"
+    records = [CheckRecord(f"Required.A.S{i}.N", Outcome.SKIPPED, m) for i, m in enumerate(
+        [skip, skip, "Skipped: needs both transports\nmore", "Skipped: x-1 does not offer 'e2e' (a server)"])]
+    assert counts(records).not_tested == {"receive_path.controller, e2e not offered": 2,
+                                          "e2e not offered": 1, "needs both transports": 1}
 
 
 def test_results_json_round_trips_through_the_struct():
@@ -72,7 +85,8 @@ def test_results_json_round_trips_through_the_struct():
     # The outcome strings are results.json's as ever; an empty reason and no note are left out.
     assert data["results"][0] == {"id": "Required.A.S.N", "outcome": "passed", "message": ""}
     assert data["results"][2]["note"] == "listed-but-passed"
-    assert data["counts"] == {"passed": 1, "failed": 0, "xfailed": 0, "recommended-failed": 0, "skipped": 0}
+    assert data["counts"] == {"passed": 1, "failed": 0, "xfailed": 0, "recommended-failed": 0, "skipped": 0,
+                              "required-failed": 0, "not-tested": {}}
     assert decode_results(text) == results  # a lone surrogate in a message survives (escaped JSON)
 
 
@@ -84,6 +98,9 @@ def test_results_json_round_trips_through_the_struct():
      "'results[0]': Object missing required field 'message'"),
     ({"impl": "x", "counts": {"passed": "1"}, "results": []}, "'counts.passed': Expected 'int'"),
     ([], "Expected 'object', got 'array'"),
+    # another tool's results: pytest-json-report's report
+    ({"created": 1.0, "duration": 2.0, "exitcode": 0, "root": "/x", "summary": {"passed": 3, "total": 3},
+      "tests": [{"nodeid": "t.py::test_a", "outcome": "passed"}]}, "missing required field 'impl'"),
 ])
 def test_a_file_that_is_no_results_json_is_one_line_naming_the_field(tmp_path, doc, field):
     path = tmp_path / "results.json"
@@ -152,3 +169,15 @@ def test_the_refusal_corpus_reads_through_its_struct():
     doc["cases"][0]["category"] = "parse_error"
     with pytest.raises(ValueError, match="a decode case has a payload"):
         refusals.load(json.dumps(doc))
+
+
+@pytest.mark.parametrize("command", ["compare", "site"])
+def test_report_commands_refuse_a_junit_file_in_one_line(tmp_path, command):
+    """A JUnit XML file given where a results.json belongs: one line, exit 2, no counts."""
+    junit = tmp_path / "junit.xml"
+    junit.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="1"/></testsuites>')
+    extra = ["--out", str(tmp_path / "site")] if command == "site" else []
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "report", command, str(junit), *extra],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert len(done.stderr.strip().splitlines()) == 1 and "not JSON" in done.stderr and str(junit) in done.stderr

@@ -76,7 +76,8 @@ def test_overview_has_a_cell_per_area_and_implementation(site):
     assert 'href="impl/good-1.0.html#matrix-Required-RoundTrip"' in page
     assert re.search(r'<td class="cell fail"><a href="impl/bad-2.0.html#area-Required-RoundTrip">', page)
     assert re.search(r'<td class="cell warn"><a href="impl/bad-2.0.html#area-Recommended-Golden">', page)
-    assert re.search(r'<td class="cell warn"><a href="impl/bad-2.0.html#expected-Required-HttpBase64">', page)
+    # a listed Required failure is a Required failure: its cell is red, as the badge is
+    assert re.search(r'<td class="cell fail"><a href="impl/bad-2.0.html#expected-Required-HttpBase64">', page)
     assert re.search(r'<td class="cell skip"><a href="impl/good-1.0.html#matrix-Required-Tensor">', page)
     assert "<td class=\"cell none\"><span class=\"n none\">not run</span></td>" in page  # bad-2.0 ran no Tensor
     assert "2026-12-01T12:00:00Z" in page and "0.1.0" in page
@@ -122,6 +123,37 @@ def test_check_page_tells_whose_bug(site):
     assert "Required.Tensor.Exact" not in failing_part
 
 
+def test_a_check_with_listed_failures_never_passes(site):
+    """bad-2.0 lists its HttpBase64 failure: the check fails there, said so, never 'passes'."""
+    page = (site / "checks" / "Required.HttpBase64.RejectsMalformed.html").read_text()
+    assert "This check fails in 1 of 2: bad-2.0 (listed)." in page
+    index = (site / "checks.html").read_text()
+    failing_part, passing_part = index.split("Passing everywhere")
+    assert "Required.HttpBase64.RejectsMalformed" in failing_part
+    assert "Required.HttpBase64.RejectsMalformed" not in passing_part
+    row = failing_part[failing_part.index(">Required.HttpBase64.RejectsMalformed<"):]
+    assert '<td class="verdict">fails in 1 of 2: bad-2.0 (listed)</td>' in row.split("</tr>")[0]
+
+
+@pytest.mark.parametrize("outcomes, brief", [([], "no checks"), (["skipped", "skipped"], "2 not tested")])
+def test_an_empty_run_or_one_of_skips_is_said_so_on_every_surface(tmp_path, outcomes, brief, capsys):
+    records = [{"id": f"Required.A.S{i}.N", "outcome": o, "message": "Skipped: x-1 does not offer 'e2e' (a server)"}
+               for i, o in enumerate(outcomes)]
+    path = _results(tmp_path / "run", "x-1", records)
+    assert main(["report", "compare", str(path)]) == 0
+    table = capsys.readouterr().out
+    phrase = f"0 passed, 0 failed (0 listed), 0 recommended failed, {len(outcomes)} not tested"
+    assert f"| **all** | **{brief if outcomes else '–'}** |" in table and f"- x-1: {phrase}" in table, table
+    assert main(["report", "site", str(path), "--out", str(tmp_path / "site")]) == 0
+    site = tmp_path / "site"
+    assert json.loads((site / "badges" / "x-1.json").read_text()) == {
+        "schemaVersion": 1, "label": "ipc conformance", "message": brief, "color": "lightgrey"}
+    page = (site / "impl" / "x-1.html").read_text()
+    assert f'<p class="sub" id="phrase">{phrase}.</p>' in page
+    if outcomes:
+        assert "<li>e2e not offered: 2</li>" in page
+
+
 def test_site_is_static_and_offline(site):
     pages = list(site.rglob("*.html"))
     assert len(pages) == 1 + 1 + 1 + 2 + 4  # overview, checks, requirements, two implementations, four checks
@@ -131,7 +163,8 @@ def test_site_is_static_and_offline(site):
         assert not re.search(r'(src|href)="(https?:)?//', text), page  # nothing from the network
     assert (site / "style.css").is_file()
     svg = ET.fromstring((site / "badges" / "bad-2.0.svg").read_text())
-    assert svg.findtext("{http://www.w3.org/2000/svg}title") == "ipc conformance: 2/4, 1 recommended failing"
+    assert svg.findtext("{http://www.w3.org/2000/svg}title") == \
+        "ipc conformance: 1/4 passed, 2 failed (1 listed), 1 recommended failed"
     assert json.loads((site / "badges" / "good-1.0.json").read_text())["color"] == "brightgreen"
     assert json.loads((site / "badges" / "bad-2.0.json").read_text())["color"] == "red"
 
@@ -160,13 +193,30 @@ def _checks(*outcomes: str) -> list[CheckRecord]:
 
 
 def test_badge_is_red_on_one_required_failure_orange_on_recommended_only():
-    clean = ["passed"] * 40 + ["xfailed", "skipped"]
-    assert badge.endpoint(_checks(*clean))["color"] == "brightgreen"
+    clean = ["passed"] * 40 + ["skipped"]
+    assert badge.endpoint(_checks(*clean)) == {"schemaVersion": 1, "label": "ipc conformance",
+                                               "message": "40/40 passed, 1 not tested", "color": "brightgreen"}
     assert badge.endpoint(_checks(*clean, "recommended-failed"))["color"] == "orange"
     one = badge.endpoint(_checks(*clean, "recommended-failed", "failed"))
-    assert one == {"schemaVersion": 1, "label": "ipc conformance", "message": "41/43, 1 recommended failing",
-                   "color": "red"}
+    assert one == {"schemaVersion": 1, "label": "ipc conformance",
+                   "message": "40/42 passed, 1 failed, 1 recommended failed, 1 not tested", "color": "red"}
     assert 'fill="#e05d44"' in badge.svg(_checks(*clean, "failed"))  # the SVG the pages show: red
+
+
+def test_a_listed_required_failure_is_a_failure_on_the_badge():
+    """`--fix-expectations` cannot turn a badge green: a listed Required failure is red and counted."""
+    listed = badge.endpoint(_checks(*["passed"] * 40, "xfailed", "skipped"))
+    assert listed == {"schemaVersion": 1, "label": "ipc conformance",
+                      "message": "40/41 passed, 1 failed (1 listed), 1 not tested", "color": "red"}
+    recommended = [CheckRecord(id="Recommended.A.S.N", outcome=Outcome.XFAILED, message="x")]
+    assert badge.endpoint(_checks("passed") + recommended)["color"] == "orange"  # a listed Recommended one
+
+
+def test_badge_of_a_run_with_no_check_tested_is_grey_and_says_so():
+    assert badge.endpoint(_checks("skipped", "skipped")) == {
+        "schemaVersion": 1, "label": "ipc conformance", "message": "2 not tested", "color": "lightgrey"}
+    assert badge.endpoint([]) == {"schemaVersion": 1, "label": "ipc conformance", "message": "no checks",
+                                  "color": "lightgrey"}
 
 
 def test_failures_group_by_first_line_required_first(tmp_path):

@@ -223,3 +223,121 @@ def test_long_impl_stays_beside_its_term_and_nothing_overflows_at_720px(one_fail
         browser.call("Emulation.setDeviceMetricsOverride", session=True, width=WIDTH, height=HEIGHT,
                      deviceScaleFactor=1, mobile=False)
         browser.width = WIDTH
+
+
+# -- the example implementation with its own expected-failure list: honest on every surface ------
+EXAMPLE_SLICE = "(Refuses and Tensor) or Primitive or (ReceivePath and AbortReq) or (Accepts and AbortReq)"
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory) -> dict:
+    """A short real run of examples/minimal_impl with its list (every listed failure a Required one,
+    some checks not tested for capabilities it does not declare), its JUnit file, `report compare`
+    and the site built from it."""
+    tmp = tmp_path_factory.mktemp("example")
+    out = tmp / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", "examples.minimal_impl.adapter:MinimalAdapter",
+         "--expectations", str(ROOT / "examples/minimal_impl/expectations.txt"), "--transport", "msgpack",
+         "--report-dir", str(out), "--", "-k", EXAMPLE_SLICE, "--junitxml", str(tmp / "junit.xml")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]  # listed failures fail no run
+    compare = subprocess.run([sys.executable, "-m", "conformance.cli", "report", "compare", str(out)],
+                             cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert compare.returncode == 0, compare.stderr
+    return {"stdout": proc.stdout, "out": out, "junit": tmp / "junit.xml", "compare": compare.stdout,
+            "site": build_site([out], tmp / "site").parent}
+
+
+def test_example_with_its_list_is_not_green_and_says_the_same_counts_everywhere(example, browser, tmp_path):
+    import re
+    import xml.etree.ElementTree as ET
+
+    from conformance.records import counts, load_results
+
+    results = load_results(example["out"])
+    c = counts(results.results)
+    assert c.listed > 0 and c.failed == 0 and c.skipped > 0 and c.required_failed == c.listed, c
+    phrase = c.phrase()  # 'P passed, F failed (L listed), R recommended failed, N not tested'
+    assert f"{c.listed} failed ({c.listed} listed)" in phrase
+    lines = example["stdout"].strip().splitlines()
+    assert lines[-1] == f"conformance: {phrase}"
+    assert lines[-2].startswith(f"listed failures: {c.listed} ")
+    not_tested = next(line for line in lines[-4:] if line.startswith("not tested: "))
+    assert not_tested.startswith(f"not tested: {c.skipped} (") and "not offered" in not_tested
+    pytest_line = next(line for line in lines if re.search(r" in [0-9.]+s$", line))
+    assert f"{c.passed} passed" in pytest_line and f"{c.listed} failed (listed)" in pytest_line, pytest_line
+    assert f"{c.skipped} not tested" in pytest_line and "skipped" not in pytest_line, pytest_line
+    assert results.counts == c  # results.json's counts are the same count
+    assert phrase in (example["out"] / "report.md").read_text()
+    suite = ET.parse(example["junit"]).getroot().find("testsuite")
+    assert suite is not None
+    props = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}  # the suite's own
+    assert props == {"ipc_passed": str(c.passed), "ipc_failed": str(c.failures), "ipc_listed": str(c.listed),
+                     "ipc_recommended_failed": "0", "ipc_not_tested": str(c.skipped), "ipc_summary": phrase}
+    brief = c.brief()
+    assert brief == f"{c.passed}/{c.ran} passed, {c.failures} failed ({c.listed} listed), {c.skipped} not tested"
+    assert f"| **all** | **{brief}** |" in example["compare"] and phrase in example["compare"]
+    badge = json.loads((example["out"] / "badge.json").read_text())
+    assert badge["color"] == "red" and badge["message"] == brief, badge
+
+    site = example["site"]
+    browser.open((site / "index.html").as_uri())
+    seen = browser.evaluate("""(() => {
+        const img = document.querySelector('#overview img.badge');
+        return {badge: img.getAttribute('src'), total: document.querySelector('#overview tr.total td').className};
+    })()""")
+    assert seen["total"] == "cell fail", seen  # the overview's total cell is red, as the badge
+    svg = (site / seen["badge"]).read_text()
+    assert 'fill="#e05d44"' in svg and f"<title>ipc conformance: {brief}</title>" in svg  # red, with the counts
+    browser.open((site / "impl" / "minimal-example-0.1.html").as_uri())
+    shown = browser.evaluate("""(() => ({
+        phrase: document.getElementById('phrase').innerText,
+        fill: document.querySelector('span.badge svg rect:nth-of-type(2)').getAttribute('fill'),
+        failures: document.querySelector('#failures p').innerText}))()""")
+    assert shown["phrase"] == phrase + ".", shown
+    assert shown["fill"] == "#e05d44", shown  # not green: every listed failure is a Required one
+    assert "failures all the same" in shown["failures"], shown
+    browser.open((site / "checks.html").as_uri())
+    rows = browser.evaluate("""[...document.querySelectorAll('table.checks tbody tr')].map(tr => ({
+        check: tr.querySelector('th').innerText, cells: [...tr.querySelectorAll('td.cell')].map(td => td.innerText),
+        verdict: tr.querySelector('td.verdict').innerText}))""")
+    failing = [r for r in rows if any(("≈" in cell or "✗" in cell) for cell in r["cells"])]
+    assert failing, rows
+    for r in failing:  # never 'passes' of a check that failed anywhere, listed or not
+        assert "passes" not in r["verdict"] and r["verdict"].startswith("fails in"), r
+    assert any("(listed)" in r["verdict"] for r in failing), failing
+    _no_horizontal_overflow(browser)
+    browser.screenshot(tmp_path / "site-example-checks.png", height=640)
+
+
+def test_every_check_of_a_run_is_named_once_by_the_site(example):
+    """Check ids whose parts hold dots (a refusal case `Tensor.DtypeNotStr`, an accepted form
+    `AbortReq.wide_ints`): the run records each check's parts, and the site names every check once,
+    under its own name, never a page per fragment of an id."""
+    import html
+
+    from conformance.records import load_results
+    from conformance.site.model import check_page
+
+    results = load_results(example["out"])
+    by_check: dict = {}
+    for r in results.results:
+        assert r.check is not None and r.check.id == r.id, r  # the parts, as data, that make the id
+        by_check.setdefault((r.check.level, r.check.area, r.check.name), []).append(r)
+    dotted = [r for r in results.results if "." in r.check.subject]
+    assert dotted, "the slice has checks whose case holds a dot"
+    site = example["site"]
+    pages = sorted(p.name for p in (site / "checks").glob("*.html"))
+    assert pages == sorted(check_page(key) for key in by_check), pages  # one page per check, no invented one
+    assert "Required.Refuses.Decode.html" in pages and "Required.Refuses.DtypeNotStr.html" not in pages
+    impl = (site / "impl" / "minimal-example-0.1.html").read_text()
+    for key, records in by_check.items():
+        page = (site / "checks" / check_page(key)).read_text()
+        for r in records:
+            instance = ".".join([r.check.subject, *(value for _, value in r.check.axes)])
+            if r.outcome.problem:  # each problem once: its row on the check's page, its anchor on the run's
+                assert page.count(f'<th scope="row">{html.escape(instance)}</th>') == 1, (r.id, key)
+                assert impl.count(f'id="f-{html.escape(r.id)}"') == 1, r.id
+    dtype = (site / "checks" / "Required.Refuses.Decode.html").read_text()
+    assert '<th scope="row">Tensor.DtypeNotStr</th>' in dtype  # its subject whole, not "Tensor" and "Decode"

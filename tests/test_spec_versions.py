@@ -120,3 +120,51 @@ def test_a_run_with_an_old_target_names_the_newer_checks(tmp_path, capsys):
     assert "this check is new in spec 2.0, newer than the 1.1 the implementation targets" in failed[0]["message"]
     markdown = (tmp_path / "site" / "report.md").read_text()
     assert f"Spec {spec_versions.CURRENT}; the implementation targets spec 1.1: {newer} checks are newer" in markdown
+
+
+def test_the_spec_states_the_formats_the_code_uses():
+    """SPEC §14's line on the other formats names the versions the code reads and writes."""
+    import re
+
+    from conformance.schema.golden import refusals, store
+    from conformance.schema.manifest.model import FORMAT_VERSION
+    from conformance.testee.protocol import PROTOCOL
+
+    text = (ROOT / "spec" / "SPEC.md").read_text()
+    line = next(line for line in text.split("\n- ") if line.startswith("Versions of this suite's other formats"))
+    stated = {name: int(n) for name, n in re.findall(r"(manifest format|golden format|format|testee protocol) (\d+)",
+                                                        " ".join(line.split()))}
+    assert stated == {"manifest format": FORMAT_VERSION, "golden format": store.FORMAT, "format": refusals.FORMAT,
+                      "testee protocol": PROTOCOL}, line
+    assert f"# The testee protocol, version {PROTOCOL}" in (ROOT / "spec" / "testee.md").read_text()
+
+
+@pytest.mark.slow
+def test_the_changelog_names_real_check_ids():
+    """Every check id the CHANGELOG names in backticks (`<...>` a placeholder, `*` a glob, `{a,b}`
+    alternatives) matches a check the suite collects: a third party updates from these names."""
+    import fnmatch
+    import os
+    import subprocess
+    import sys
+
+    listed = subprocess.run([sys.executable, "-m", "pytest", "--ipc-impl", "reference", "--ipc-e2e", "--ipc-peer",
+                             "sglang-0.5.22", "--collect-only",
+                             "-q", "-p", "no:randomly", "-p", "no:cacheprovider", str(ROOT / "conformance" / "suite")],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    ids = [m.group(1) for m in re.finditer(r"\[((?:Required|Recommended)\.[^\]]*)\]", listed.stdout)]
+    assert len(ids) > 1000, listed.stdout[-2000:]
+    text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    named = sorted(set(re.findall(r"`((?:Required|Recommended)\.[^`\s]+)`", text)))
+    assert named
+    unknown = []
+    for name in named:
+        alternatives = re.match(r"(.*)\{([^}]*)\}(.*)", name)
+        spelled = ([alternatives.group(1) + a + alternatives.group(3) for a in alternatives.group(2).split(",")]
+                   if alternatives else [name])
+        for one in spelled:
+            glob = re.sub(r"<[^>]+>", "*", one)
+            if not any(fnmatch.fnmatchcase(i, glob) or fnmatch.fnmatchcase(i, glob + ".*") for i in ids):
+                unknown.append(one)
+    assert not unknown, f"CHANGELOG.md names check ids no check has: {unknown}"

@@ -231,6 +231,11 @@ class Adapter:
         running. The checks decode the tapped frames with this adapter's decode_frames."""
         raise NotImplementedError
 
+    def start_check(self) -> None:
+        """A check begins (the plugin calls this before each one): forget whatever was kept for
+        the failure messages of the check before, so that none of this check's names it (a testee
+        forgets its last requests). Nothing to forget by default."""
+
     def run_pipeline(self, transport: Transport, topology: "Topology", workdir: Path) -> "PipelineRun":
         """Drive conformance.pipeline's scenario for ``topology`` through this implementation's
         own pipeline, the transport selected the way its users select it, the model's forward

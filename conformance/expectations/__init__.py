@@ -27,7 +27,9 @@ A listed check (by id or by a cause's glob) that passes fails the run, so a list
 go stale, except a Generated one: a search that met no counterexample is only noted. A
 listed check that fails with a message the list does not expect is a failure, reported
 with its actual message. Any unlisted failure fails the run. ``ipc-conformance run
---fix-expectations`` rewrites the per-check lines and keeps the cause lines as written.
+--fix-expectations`` keeps the cause lines as written and the per-check lines that still match, and
+writes the new failures: one ``cause:`` line per group of failures that share a first line (their
+subjects aside), with the trigger they all show, and one line for any other.
 """
 
 from __future__ import annotations
@@ -228,20 +230,116 @@ def load(path: Optional[Path]) -> Expectations:
     return parse(path.read_text(), str(path)) if path and path.exists() else Expectations()
 
 
-def write(path: Path, failures: dict[str, str], previous: Expectations, header: str) -> None:
-    """Rewrite the list from this run's failures: cause lines kept as written, per-check
-    lines for the failures no cause explains (known reasons and prefixes kept)."""
+#: (trigger, what in a first line shows it): a cause written by --fix-expectations names the trigger
+#: every failure of its group shows, so the Generated checks it covers stop drawing those values
+_SHOWN_TRIGGERS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("float-nan", re.compile(r"\bnan\b", re.IGNORECASE)),
+    ("float-inf", re.compile(r"\binf\b", re.IGNORECASE)),
+    ("ndarray-0d", re.compile(r"ndarray shape \(\)")),
+    ("tensor-0d", re.compile(r"tensor shape torch\.Size\(\[\]\)")),
+)
+_DTYPE = re.compile(r"\b(float8_\w+|bfloat16|float16|complex\d+|bits\w+|u?int[1-7])\b")
+#: a group's message shorter than this says too little to tell its defect from others
+MIN_CAUSE_TEXT = 12
+
+
+@dataclass
+class Rewrite:
+    """What --fix-expectations wrote: cause lines kept and added, per-check lines kept and added."""
+
+    path: Path
+    causes_kept: int = 0
+    causes_added: int = 0
+    checks_kept: int = 0
+    checks_added: int = 0
+    dropped: list[str] = field(default_factory=list)  # listed checks that no longer failed
+
+    def line(self) -> str:
+        return (f"expectations: rewrote {self.path}: {self.causes_kept + self.causes_added} cause lines "
+                f"({self.causes_added} new), {self.checks_kept + self.checks_added} check lines "
+                f"({self.checks_added} new); {len(self.dropped)} listed checks no longer fail and left the list")
+
+
+def _first(message: str) -> str:
+    """A failure's first line as a list matches it: without the count of further differences,
+    which a run of the same defect may change."""
+    return re.sub(r" \(\+\d+ more\)$", "", (message.splitlines() or [""])[0].strip())
+
+
+def _common_text(lines: list[str]) -> str:
+    """The longest text every line contains (what a cause's message matches)."""
+    common = lines[0]
+    for other in lines[1:]:
+        best = ""
+        for i in range(len(common)):
+            for j in range(len(common), i + len(best), -1):
+                if common[i:j] in other:
+                    best = common[i:j]
+                    break
+        common = best
+    return common.strip()
+
+
+def _escape(check_id: str) -> str:
+    """A check id as a glob that matches it alone."""
+    return re.sub(r"([*?\[])", r"[\1]", check_id)
+
+
+def _trigger(firsts: list[str], check_ids: list[str]) -> str:
+    """The trigger every failure of a group shows, for a group with a Generated check ('' else)."""
+    if not any(".Generated." in c for c in check_ids):
+        return ""
+    for name, shows in _SHOWN_TRIGGERS:
+        if all(shows.search(line) for line in firsts):
+            return name
+    dtypes = {m.group(1) for line in firsts for m in [_DTYPE.search(line)] if m}
+    if len(dtypes) == 1 and all(_DTYPE.search(line) for line in firsts) and all("tensor" in line for line in firsts):
+        return f"tensor-dtype:{dtypes.pop()}"
+    return ""
+
+
+def write(path: Path, failures: dict[str, str], previous: Expectations, header: str,
+          subjects: Optional[dict[str, str]] = None) -> Rewrite:
+    """Rewrite the list from this run's failures: cause lines kept as written, per-check lines
+    kept where they still match; the new failures that share a first line (their subjects aside,
+    `subjects`: check id -> its subject) grouped into one `cause:` line naming each check, with the
+    trigger they all show where one applies; any other new failure one line with its first line."""
     lines = [f"# {header}", "# <check id> [| <message prefix>] [# reason]",
              "# cause: <cause> | <message in the first line, or re:<regex>> | <check-id glob> ... "
              "[| trigger: <trigger> ...]"]
+    done = Rewrite(path, causes_kept=len(previous.causes))
     lines += [c.text for c in previous.causes]
+    new: dict[str, list[str]] = {}
+    kept: list[str] = []
     for check_id in sorted(failures):
         if any(c.covers(check_id) and c.matches(failures[check_id]) for c in previous.causes):
             continue
         old = previous.checks.get(check_id)
         if old is not None and old.matches(failures[check_id]):
-            lines.append(old.line())
-        else:
-            first = (failures[check_id].splitlines() or [""])[0]
-            lines.append(Expectation(check_id, "", f"TODO reason; failed with: {first[:80]}").line())
+            kept.append(old.line())
+            continue
+        first = _first(failures[check_id])
+        subject = (subjects or {}).get(check_id, "")
+        key = re.sub(rf"(?<![\w.]){re.escape(subject)}(?![\w])", "<subject>", first) if subject else first
+        new.setdefault(key, []).append(check_id)
+    done.checks_kept = len(kept)
+    added: list[str] = []
+    for check_ids in new.values():
+        firsts = [_first(failures[c]) for c in check_ids]
+        message = _common_text(firsts).replace("|", " ").split("#")[0].strip() if len(check_ids) > 1 else ""
+        if len(check_ids) > 1 and len(message) >= MIN_CAUSE_TEXT:
+            trigger = _trigger(firsts, check_ids)
+            added.append(f"cause: TODO name the defect ({len(check_ids)} checks fail with it) | {message} | "
+                         + " ".join(_escape(c) for c in check_ids) + (f" | trigger: {trigger}" if trigger else ""))
+            done.causes_added += 1
+            continue
+        for check_id, first in zip(check_ids, firsts):
+            # A Generated check's first line depends on the value drawn: any message is listed.
+            prefix = "" if ".Generated." in check_id else first.split("#")[0].strip()
+            added.append(Expectation(check_id, prefix, "TODO reason").line())
+            done.checks_added += 1
+    lines += sorted(kept + [line for line in added if not line.startswith(CAUSE)])
+    lines += sorted(line for line in added if line.startswith(CAUSE))
+    done.dropped = sorted(c for c in previous.checks if c not in failures)
     path.write_text("\n".join(lines) + "\n")
+    return done

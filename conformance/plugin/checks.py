@@ -81,6 +81,21 @@ def parametrize(metafunc: pytest.Metafunc, ipc: Session) -> None:
         metafunc.parametrize("ipc_check_id", [ids[0]], ids=ids)
 
 
+def identity_fields(item: Any) -> Optional[dict[str, Any]]:
+    """The parts of a collected check's id (records.CheckIdentity's fields), from its declaration
+    and its parameters, never from the id: None when the item is no conformance check."""
+    declared = getattr(getattr(item, "function", None), "_ipc_check", None)
+    callspec = getattr(item, "callspec", None)
+    if declared is None or callspec is None:
+        return None
+    level, area, per, name, _ = declared
+    params = callspec.params
+    if per and any(axis not in params for axis in per):
+        return None
+    return {"level": level, "area": area, "subject": str(params[per[0]]) if per else "All", "name": name,
+            "axes": [[axis, str(params[axis])] for axis in per[1:]]}
+
+
 def check_id_of(nodeid: str) -> Optional[str]:
     """The check id in a test's node id, or None when the test is no conformance check."""
     if "[" not in nodeid:  # the common case in other projects: no parameters at all

@@ -110,6 +110,16 @@ class RunHooks:
         if dropped:
             self.config.hook.pytest_deselected(items=dropped)
             items[:] = [item for item in items if not unwanted(item)]
+        # Each check's identity travels with its reports (to a pytest-xdist controller too), as data
+        import json
+
+        from conformance.plugin.checks import identity_fields
+        from conformance.plugin.verdicts import CHECK
+
+        for item in items:
+            fields = identity_fields(item)
+            if fields is not None:
+                item.user_properties.append((CHECK, json.dumps(fields)))
 
     def pytest_sessionstart(self) -> None:
         """A user's mistake (an unknown --impl or manifest, a testee that does not start) ends
@@ -121,6 +131,7 @@ class RunHooks:
         try:
             self.run.preflight(start=not self.config.pluginmanager.has_plugin("dsession"))
         except UsageError as exc:
+            self.run.usage_error = str(exc)
             raise pytest.UsageError(str(exc)) from None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -147,6 +158,10 @@ class RunHooks:
 
         return E2ETogetherScheduling(config, log)
 
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if check_id_of(item.nodeid) is not None:
+            self.run.start_check()
+
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
         outcome = yield
@@ -159,13 +174,20 @@ class RunHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_report_teststatus(self, report: pytest.TestReport) -> Optional[tuple[str, str, str]]:
-        """A Recommended check that failed (outside --strict) is counted by pytest under its own
-        category and letter, as the conformance summary counts it: neither a skip nor a failure."""
+        """pytest's line counts the checks in the suite's words (records.Counts): a Recommended
+        check that failed (outside --strict) as 'recommended failed', a listed failure as
+        'failed (listed)', a check that was skipped as 'not tested'."""
         from conformance.plugin import verdicts
         from conformance.records import Outcome
 
+        if check_id_of(report.nodeid) is None:
+            return None
         if report.when == "call" and verdicts.outcome_of(report) is Outcome.RECOMMENDED_FAILED:
             return verdicts.RECOMMENDED_STATUS
+        if report.skipped and hasattr(report, "wasxfail"):
+            return verdicts.LISTED_STATUS
+        if report.skipped:
+            return verdicts.NOT_TESTED_STATUS
         return None
 
     @pytest.hookimpl(tryfirst=True)
@@ -184,26 +206,57 @@ class RunHooks:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         self.run.merge_worker(getattr(node, "workeroutput", {}).get("ipc_conformance"))
 
+    @pytest.hookimpl(tryfirst=True)  # before pytest's JUnit writer writes its file: it carries the counts
     def pytest_sessionfinish(self) -> None:
         workeroutput = getattr(self.config, "workeroutput", None)
         if workeroutput is not None:  # a pytest-xdist worker: the controller writes the files
             workeroutput["ipc_conformance"] = self.run.worker_output()
         else:
             self.run.finish()
+            from conformance.plugin.junit import add_counts
+
+            add_counts(self.config, self.run.records)
+
+    def _short_summary(self, terminalreporter: Any) -> None:
+        """What pytest's -rs and -rx list, for checks pytest counts under the suite's words ('not
+        tested', 'failed (listed)') and so no longer lists itself: each check and why."""
+        from _pytest.terminal import getreportopt
+
+        from conformance.records import Outcome
+
+        chars = getreportopt(self.config)
+        for char, outcome, word in (("s", Outcome.SKIPPED, "NOT TESTED"), ("x", Outcome.XFAILED, "FAILED (LISTED)")):
+            shown = [r for r in self.run.records if r.outcome is outcome]
+            if char in chars and shown:
+                terminalreporter.write_sep("=", word.lower())
+                for r in shown:
+                    why = r.reason if outcome is Outcome.XFAILED else (r.message.strip().splitlines() or [""])[0]
+                    terminalreporter.write_line(f"{word} {r.id}: {why.removeprefix('Skipped: ')}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         versions = self.run.final_versions_line()
         if versions:
             terminalreporter.write_line(versions)
+        if self.run.rewrite_line:
+            terminalreporter.write_line(self.run.rewrite_line)
         # `ipc-conformance run` prints the lines itself, as the very last lines.
-        from conformance.plugin.summary import expected_line, recommended_lines, summary_line
+        from conformance.plugin.summary import closing_lines, recommended_lines
+        from conformance.records import Outcome
 
+        if self.run.via_cli and self.config.getoption("tbstyle", "auto") == "no":
+            # `ipc-conformance run` turns pytest's failure report off: each message once, whole
+            failed = [r for r in self.run.records if r.outcome is Outcome.FAILED]
+            if failed:
+                terminalreporter.write_sep("=", f"failures ({len(failed)})")
+                for r in failed:
+                    terminalreporter.write_line(f"FAILED {r.id}")
+                    terminalreporter.write_line("  " + (r.message.rstrip() or "(no message)"))
+        self._short_summary(terminalreporter)
         shown = recommended_lines(self.run.records, self.run.flag_for("strict"))
         if shown:  # what pytest's -r summary shows of failures, for the checks it counts on their own
             terminalreporter.write_sep("=", "recommended checks failed")
             for line in shown:
                 terminalreporter.write_line(line)
         if self.run.records and not self.run.via_cli:
-
-            terminalreporter.write_line(expected_line(self.run.records, self.run.flag_for("strict")))
-            terminalreporter.write_line(summary_line(self.run.records))
+            for line in closing_lines(self.run.records, self.run.flag_for("strict")):
+                terminalreporter.write_line(line)

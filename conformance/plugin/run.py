@@ -21,7 +21,7 @@ import msgspec
 from conformance.errors import UsageError
 from conformance.plugin import options, verdicts
 from conformance.plugin.checks import check_id_of
-from conformance.records import CheckRecord, Note, Outcome, encode_results
+from conformance.records import CheckIdentity, CheckRecord, Note, Outcome, encode_results
 
 if TYPE_CHECKING:
     import pytest
@@ -45,6 +45,8 @@ class ConformanceRun:
         self.records: list[CheckRecord] = []
         self._workers: list[dict[str, Any]] = []  # what each pytest-xdist worker reported at its end
         self.versions_shown = False  # the header named the spec versions (serial runs, at collection)
+        self.usage_error = ""  # the user's mistake the run stopped on, before any check
+        self.rewrite_line = ""  # what --fix-expectations wrote
 
     @property
     def via_cli(self) -> bool:
@@ -124,7 +126,8 @@ class ConformanceRun:
         try:
             return spec_versions.normalize(getattr(adapter, "spec_version", spec_versions.CURRENT))
         except ValueError as exc:
-            raise pytest.UsageError(f"{adapter.label}: spec_version: {exc}") from None
+            self.usage_error = f"{adapter.label}: spec_version: {exc}"
+            raise pytest.UsageError(self.usage_error) from None
 
     def versions_line(self, check_ids: list[str], target: Optional[str] = None) -> str:
         from conformance import spec_versions
@@ -190,6 +193,13 @@ class ConformanceRun:
 
         return expectations.load(self.expectations_path)
 
+    def start_check(self) -> None:
+        """Before each check: an adapter that keeps state for its failure messages (a testee's last
+        requests) forgets the previous check's, so no message names another check's requests."""
+        if "session" not in self.__dict__ or "adapter" not in self.session.__dict__:
+            return  # nothing started yet: nothing to forget
+        self.session.adapter.start_check()
+
     # -- records: one per check, from the reports (a worker's arrive at the controller) --
     def record(self, report: pytest.TestReport) -> None:
         check_id = check_id_of(report.nodeid)
@@ -199,16 +209,20 @@ class ConformanceRun:
         if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
             xfailed = bool(getattr(report, "wasxfail", "")) and report.skipped
             outcome = Outcome.XFAILED if xfailed else verdicts.outcome_of(report) or Outcome(report.outcome)
+            identity = verdicts.identity_of(report)
+            if identity is not None and identity.id != check_id:  # the id pytest shows is the check's own
+                identity = None
             self.records.append(CheckRecord(id=check_id, outcome=outcome,
                                             message=verdicts.prop(report, verdicts.MESSAGE) or message,
                                             reason=report.wasxfail if xfailed else "",
-                                            note=verdicts.note_of(report)))
+                                            note=verdicts.note_of(report), check=identity))
         elif report.when == "teardown" and report.failed:
             # An error after the check (e.g. stopping a crashed testee) fails pytest's run: the
             # check's record must say so too, or the summary and the exit status disagree.
             at = next((i for i in reversed(range(len(self.records))) if self.records[i].id == check_id), None)
             if at is None:
-                self.records.append(CheckRecord(id=check_id, outcome=Outcome.FAILED, message="teardown: " + message))
+                self.records.append(CheckRecord(id=check_id, outcome=Outcome.FAILED, message="teardown: " + message,
+                                                check=verdicts.identity_of(report)))
             else:
                 before = self.records[at]
                 self.records[at] = msgspec.structs.replace(before, outcome=Outcome.FAILED,
@@ -217,7 +231,8 @@ class ConformanceRun:
     def record_collection_error(self, report: pytest.CollectReport) -> None:
         # A suite module that cannot be collected runs none of its checks: a failure of the run.
         self.records.append(CheckRecord(id=COLLECTION_CHECK, outcome=Outcome.FAILED,
-                                        message=f"{report.nodeid}: {verdicts.message_of(report)}"))
+                                        message=f"{report.nodeid}: {verdicts.message_of(report)}",
+                                        check=CheckIdentity("Required", "Harness", "Collection", "Collects")))
 
     # -- the implementation's side: meta and pickle residue, from each process that ran checks --
     def worker_output(self) -> Optional[dict[str, Any]]:
@@ -291,5 +306,7 @@ class ConformanceRun:
         # neither is written into the list.
         failing = {r.id: r.message for r in records if r.outcome in (Outcome.FAILED, Outcome.XFAILED)
                    and r.note not in (Note.LISTED_BUT_PASSED, Note.HARNESS_ERROR)}
-        expectations.write(path, failing, expectations.load(path),
-                           f"expected failures of {meta['impl']} against {meta['manifest']}")
+        subjects = {r.id: r.identity.subject for r in records}
+        self.rewrite_line = expectations.write(path, failing, expectations.load(path),
+                                               f"expected failures of {meta['impl']} against {meta['manifest']}",
+                                               subjects).line()

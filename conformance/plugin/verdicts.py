@@ -12,17 +12,20 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from conformance.plugin.checks import HARNESS_ERROR, harness_error
 from conformance.plugin.summary import NOT_REPRODUCED
-from conformance.records import Note, Outcome
+from conformance.records import CheckIdentity, Note, Outcome
 
 if TYPE_CHECKING:
     import pytest
 
     from conformance.plugin.run import ConformanceRun
 
-#: user property names of a verdict
-MESSAGE, OUTCOME, NOTE = "ipc_message", "ipc_outcome", "ipc_note"
-#: pytest's report category (the terminal's count, its letter and word) of a Recommended failure
+#: user property names of a verdict, and of the check's identity (set at collection)
+MESSAGE, OUTCOME, NOTE, CHECK = "ipc_message", "ipc_outcome", "ipc_note", "ipc_check"
+#: pytest's report categories (the terminal's count, its letter and word) in the suite's words
+#: (records.Counts): a Recommended failure, a listed failure, a check not tested
 RECOMMENDED_STATUS = ("recommended failed", "R", "RECOMMENDED FAILED")
+LISTED_STATUS = ("failed (listed)", "x", "FAILED (LISTED)")
+NOT_TESTED_STATUS = ("not tested", "s", "NOT TESTED")
 
 
 def fix_hint(run: ConformanceRun) -> str:
@@ -46,6 +49,16 @@ def outcome_of(report: Any) -> Optional[Outcome]:
     """The outcome the verdict set, where it differs from pytest's own (a Recommended failure)."""
     value = prop(report, OUTCOME)
     return Outcome(value) if value else None
+
+
+def identity_of(report: Any) -> Optional[CheckIdentity]:
+    """The check's identity the item carried since collection (None for an item that had none)."""
+    import json
+
+    import msgspec
+
+    value = prop(report, CHECK)
+    return msgspec.convert(json.loads(value), CheckIdentity) if value else None
 
 
 def note_of(report: Any) -> Optional[Note]:
@@ -109,6 +122,9 @@ def judge(run: ConformanceRun, check_id: str, report: pytest.TestReport, call: p
         _set(report, item, name, value)
 
     _judge(run, check_id, report, call, put)
+    if not prop(report, OUTCOME):  # every check's testcase says its outcome in the suite's words (JUnit)
+        listed = bool(getattr(report, "wasxfail", "")) and report.skipped
+        put(OUTCOME, (Outcome.XFAILED if listed else Outcome(report.outcome)).value)
     if call.excinfo is not None and (report.failed or outcome_of(report) is Outcome.RECOMMENDED_FAILED):
         message = _with_schema_hint(run, check_id, report, prop(report, MESSAGE) or message_of(report))
         put(MESSAGE, _with_replay(run, check_id, report, message))

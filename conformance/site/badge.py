@@ -6,21 +6,29 @@ from __future__ import annotations
 import html
 from typing import Any, Iterable
 
-from conformance.records import HasOutcome, counts
+from conformance.records import Counts, HasOutcome, counts
 
 #: shields.io's named colours, the ones `endpoint` chooses from.
-COLOURS = {"brightgreen": "#4c1", "orange": "#fe7d37", "red": "#e05d44"}
+COLOURS = {"brightgreen": "#4c1", "orange": "#fe7d37", "red": "#e05d44", "lightgrey": "#9f9f9f"}
+
+
+def colour(c: Counts) -> str:
+    """red on any Required failure, listed or not (and on any failure that fails the run, such as a
+    harness error); orange when only Recommended checks failed (or were listed as failing); grey
+    when nothing was tested; green only when every check that ran passed."""
+    if c.required_failed or c.failed:
+        return "red"
+    if c.recommended_failed or c.xfailed:
+        return "orange"
+    return "lightgrey" if not c.ran else "brightgreen"
 
 
 def endpoint(records: Iterable[HasOutcome]) -> dict[str, Any]:
-    """shields.io endpoint JSON: red on any failure that fails the run (a Required check, a harness
-    error), orange when only Recommended checks failed, green when clean; listed failures count as ok."""
+    """shields.io endpoint JSON: the colour above, and the run's counts as every report says them
+    (records.Counts.brief): passed of those tested, failures with the listed ones among them,
+    Recommended failures, checks not tested."""
     c = counts(records)
-    ran = c.total - c.skipped
-    ok = c.passed + c.xfailed  # a recommended check that failed is not ok
-    colour = "red" if c.failed else "orange" if c.recommended_failed else "brightgreen"
-    message = f"{ok}/{ran}" + (f", {c.recommended_failed} recommended failing" if c.recommended_failed else "")
-    return {"schemaVersion": 1, "label": "ipc conformance", "message": message, "color": colour}
+    return {"schemaVersion": 1, "label": "ipc conformance", "message": c.brief(), "color": colour(c)}
 
 
 def _width(text: str) -> int:

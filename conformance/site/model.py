@@ -1,7 +1,8 @@
 """What the site shows, read from the results.json files of conformance runs.
 
 A check id reads Level.Area.Subject.Name[.axes...]; the site groups records by (level, area)
-for the overview and the matrices, and by (level, area, name) for the per-check pages.
+for the overview and the matrices, and by (level, area, name) for the per-check pages, reading
+each part from the record (CheckRecord.check), since a part may hold dots.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any, Iterable, Optional
 import msgspec
 
 from conformance import records as results_file
-from conformance.records import PROBLEMS, CheckRecord, Outcome
+from conformance.records import PROBLEMS, CheckIdentity, CheckRecord, Outcome
 from conformance.requirements import Proven, index
 
 LEVELS = ("Required", "Recommended")
@@ -23,40 +24,44 @@ LEVELS = ("Required", "Recommended")
 
 @dataclass(frozen=True)
 class Record:
-    """One check of a run, with what the site reads off its id."""
+    """One check of a run, with its parts (level, area, subject, name, axes) as the run recorded
+    them (CheckRecord.check), never split off its id; a results.json of an older suite, which has
+    no parts, is read off the id."""
 
     id: str
     outcome: Outcome
     message: str = ""
     reason: str = ""
+    check: Optional[CheckIdentity] = None
 
     @classmethod
     def of(cls, check: CheckRecord) -> "Record":
-        return cls(id=check.id, outcome=check.outcome, message=check.message, reason=check.reason)
+        return cls(id=check.id, outcome=check.outcome, message=check.message, reason=check.reason,
+                   check=check.identity)
 
     @property
-    def parts(self) -> list[str]:
-        return self.id.split(".")
+    def identity(self) -> CheckIdentity:
+        return self.check if self.check is not None else CheckIdentity.parsed(self.id)
 
     @property
     def level(self) -> str:
-        return self.parts[0]
+        return self.identity.level
 
     @property
     def area(self) -> str:
-        return self.parts[1] if len(self.parts) > 1 else ""
+        return self.identity.area
 
     @property
     def subject(self) -> str:
-        return self.parts[2] if len(self.parts) > 2 else ""
+        return self.identity.subject
 
     @property
     def name(self) -> str:
-        return self.parts[3] if len(self.parts) > 3 else ""
+        return self.identity.name
 
     @property
     def axes(self) -> str:
-        return ".".join(self.parts[4:])
+        return ".".join(value for _, value in self.identity.axes)
 
     @property
     def instance(self) -> str:
@@ -86,8 +91,9 @@ class Counts(results_file.Counts):
 
     @property
     def state(self) -> str:
-        """The cell's colour: fail, warn (expected or recommended failures), pass, skip, none."""
-        if self.failed:
+        """The cell's colour, as the badge's: fail (a Required failure, listed or not), warn
+        (Recommended failures only), pass, skip (nothing tested), none."""
+        if self.failed or self.required_failed:
             return "fail"
         if self.xfailed or self.recommended_failed:
             return "warn"
@@ -99,8 +105,8 @@ class Counts(results_file.Counts):
         """(state, symbol, count, word) of each non-zero outcome, in reading order."""
         out = [(STATE[o], o.symbol, self[o], word) for o, word in (
             (Outcome.PASSED, "passed"), (Outcome.FAILED, "failed"),
-            (Outcome.RECOMMENDED_FAILED, "recommended checks failed"),
-            (Outcome.XFAILED, "expected failures"), (Outcome.SKIPPED, "skipped"))]
+            (Outcome.RECOMMENDED_FAILED, "recommended failed"),
+            (Outcome.XFAILED, "failed (listed)"), (Outcome.SKIPPED, "not tested"))]
         return [p for p in out if p[2]]
 
 
@@ -139,6 +145,8 @@ def group(records: Iterable[Record], outcomes: tuple[Outcome, ...] = PROBLEMS) -
 #: The colour (CSS class) of a cell or chip for each outcome.
 STATE = {Outcome.PASSED: "pass", Outcome.FAILED: "fail", Outcome.XFAILED: "warn", Outcome.RECOMMENDED_FAILED: "warn",
          Outcome.SKIPPED: "skip"}
+# (a listed Required failure is one ≈ among the chips, and its cell or badge is red all the same:
+# Counts.state and badge.colour read the level)
 
 
 def count(records: Iterable[Record]) -> Counts:
@@ -312,7 +320,8 @@ class CheckView:
         return check_page(self.key)
 
     def failing_runs(self) -> list[str]:
-        return [slug for slug, c in self.counts.items() if c.failed or c.recommended_failed]
+        """The runs in which the check failed: listed failures are failures too."""
+        return [slug for slug, c in self.counts.items() if c.failed or c.xfailed or c.recommended_failed]
 
     @property
     def state(self) -> str:

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Optional
 import jinja2
 
 from conformance import __version__
-from conformance.records import CheckRecord, Outcome
+from conformance.records import LEGEND, CheckRecord, Outcome
 from conformance.requirements import Proven, index
 from conformance.site import badge
 from conformance.site.model import (
@@ -63,19 +63,26 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
-    env.globals.update(STATE=STATE, LEVELS=LEVELS, matrix_cell=matrix_cell,
+    env.globals.update(STATE=STATE, LEVELS=LEVELS, LEGEND=LEGEND, matrix_cell=matrix_cell,
                        count=count, matrix=matrix)
     return env
 
 
 def _verdict(view: CheckView, runs: list[Run]) -> str:
-    ran = [r for r in runs if view.counts[r.slug].total]
+    """What a check came to across the runs. It 'passes' only where no instance failed, listed or
+    not; a run whose failures of it are all listed is named with '(listed)'."""
+    ran = [r for r in runs if view.counts[r.slug].ran]
     failing = [r for r in runs if r.slug in view.failing_runs()]
     if not failing:
-        return "passes everywhere it ran" if ran else "did not run"
+        return "passes everywhere it ran" if ran else "was not tested"
+
+    def name(run: Run) -> str:
+        c = view.counts[run.slug]
+        return run.title + (" (listed)" if c.xfailed and not c.failed and not c.recommended_failed else "")
+
     if len(failing) == len(ran) and len(ran) > 1:
-        return f"fails in all {len(ran)} implementations"
-    return f"fails in {len(failing)} of {len(ran)}: " + ", ".join(r.title for r in failing)
+        return f"fails in all {len(ran)} implementations: " + ", ".join(name(r) for r in failing)
+    return f"fails in {len(failing)} of {len(ran)}: " + ", ".join(name(r) for r in failing)
 
 
 def _residue(run: Run) -> Optional[dict[str, Any]]:

@@ -26,9 +26,11 @@ the verdict (conformance/plugin/verdicts.py) to every failure, so a check need n
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any, NoReturn, Optional, Sequence
 
-__all__ = ["NOTHING", "Failure", "hex_of", "raise_failure", "round_trip_step", "view_of"]
+__all__ = ["NOTHING", "Failure", "error_text", "fail", "hex_of", "json_input", "raise_failure", "round_trip_step",
+           "view_of"]
 
 NOTHING: Any = object()  # no input value to show
 HEX_BYTES = 48  # bytes of an input shown in hex
@@ -105,6 +107,34 @@ def raise_failure(failure: Failure, ipc: Any = None) -> NoReturn:
     exc: BaseException = AssertionError(text) if failure.kind == "AssertionError" else pytest.fail.Exception(text)
     exc.ipc_failure = failure  # type: ignore[attr-defined]
     raise exc
+
+
+def fail(what: str, requirement: str, *, ipc: Any = None, step: str = "", differences: Sequence[str] = (),
+         data: Optional[bytes] = None, value: Any = NOTHING, notes: Sequence[str] = (),
+         kind: str = "AssertionError") -> NoReturn:
+    """`raise_failure(Failure(...), ipc)` in one call: how a check fails (never a bare `assert`,
+    `pytest.fail` or `raise AssertionError`: tests/test_failure_helper.py keeps it so)."""
+    raise_failure(Failure(what, requirement, step=step, differences=differences, data=data, value=value,
+                          notes=notes, kind=kind), ipc)
+
+
+#: the lines a testee's error adds about its request (testee/adapter.py): a failure raised with
+#: `ipc` names the check's requests and their replay commands itself, whole
+_TESTEE_CONTEXT = re.compile(r"^\s+(step|request|reproduce): ")
+
+
+def error_text(exc: BaseException, limit: int = 300) -> str:
+    """An implementation's error as a failure quotes it: its first line cut at `limit` characters,
+    every further line whole, never cut inside a path; a testee's lines about its request left
+    out, since the failure (raised with `ipc`) names the check's requests and replay commands."""
+    lines = str(exc).splitlines() or [""]
+    first = lines[0] if len(lines[0]) <= limit else lines[0][:limit] + " ..."
+    return "\n".join([first, *(line for line in lines[1:] if not _TESTEE_CONTEXT.match(line))])
+
+
+def json_input(text: str, limit: int = VIEW_CHARS) -> str:
+    """The note naming a JSON input (an HTTP body), for `notes`: `input: JSON {...}`, truncated."""
+    return f"input: JSON {text if len(text) <= limit else text[:limit] + ' ...'}"
 
 
 def hex_of(data: Any, limit: int = HEX_BYTES) -> str:

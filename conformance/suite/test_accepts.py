@@ -25,7 +25,6 @@ from functools import lru_cache
 from typing import Any, Callable, Optional
 
 import msgspec
-import pytest
 
 from conformance.compare import differences
 from conformance.plugin import check, harness_error
@@ -33,7 +32,7 @@ from conformance.schema.wire_form import Float32, MapPairs, WideInt, fits_float3
 from conformance.schema.wire_form import read_value as read
 from conformance.schema.wire_form import rewrite_value as rewrite
 from conformance.schema.wire_form import write_value as write
-from conformance.suite.failure import DECODE_RUNNER_BYTES, ENCODE, Failure, raise_failure
+from conformance.suite.failure import DECODE_RUNNER_BYTES, ENCODE, Failure, fail, raise_failure
 from conformance.suite.fields import OPAQUE_DEFAULT, default_value, manifest_default
 from conformance.testee.adapter import TesteeAnswerError
 
@@ -372,6 +371,12 @@ def _view_differences(expected: Any, got: Any, path: str) -> list[str]:
     return []
 
 
+def _shown(view: Any, limit: int = 400) -> str:
+    """A view as the failure shows it: its JSON, truncated."""
+    text = json.dumps(view, default=repr)
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
 def _judge_map(ipc, case: str, data: bytes, expected: Any, what: str) -> None:
     """The implementation's own decoded value at the map's place must equal `expected`: an
     in-process decoder's object, a testee's reported view (never its re-encode, which a reader
@@ -382,31 +387,37 @@ def _judge_map(ipc, case: str, data: bytes, expected: Any, what: str) -> None:
     host, struct, steps = _map_sites(ipc.manifest.to_json(), ipc.manifest.id)[case]
     where = ".".join(str(key) if kind == "field" else f"[{key}]" for kind, key in steps).replace(".[", "[")
     if isinstance(ipc.adapter, SubprocessAdapter):
+        step = ("the testee's decode of bytes the runner wrote (a map-encoded struct), judged on the view it "
+                "reports (testee protocol 2)")
         try:
             view = ipc.adapter.decoded_view(data, "msgpack")
         except Exception as exc:
             if harness_error(exc) or not isinstance(exc, ValueError):
                 raise
-            pytest.fail(f"{host}.{where} ({struct}, map-encoded) {what}: the decoder refused it "
-                        f"(SPEC R-MSG-4: it MUST decode): {exc}")
+            fail(f"{host}.{where} ({struct}, map-encoded) {what}: the decoder refused it "
+                 f"(SPEC R-MSG-4: it MUST decode): {exc}", "R-MSG-4", step=step, data=data, value=expected,
+                 kind="Failed", ipc=ipc)
         try:
             got = _view_at(view, steps)
         except KeyError as exc:
-            pytest.fail(f"{host}.{where}: the decoded value's view has no {exc} (SPEC §13.3: every field)"
-                        + ipc.adapter.reproducers(1))
+            fail(f"{host}.{where}: the decoded value's view has no {exc} (SPEC §13.3: every field)", "R-MSG-4",
+                 step=step, data=data, notes=[f"the view judged: {_shown(view)}"], kind="Failed", ipc=ipc)
         diffs = _view_differences(to_view(expected), got, f"{host}.{where}")
-        assert not diffs, (f"{host}.{where} ({struct}, map-encoded, msgpack) {what}: the testee's decoded value "
-                           f"(its view) differs at {diffs[0]}" + "".join(f"\n  {d}" for d in diffs[1:8])
-                           + ipc.adapter.reproducers(1))
+        if diffs:
+            fail(f"{host}.{where} ({struct}, map-encoded, msgpack) {what}: the testee's decoded value "
+                 f"(its view) differs", "R-MSG-4", step=step, differences=diffs, data=data, value=expected,
+                 notes=[f"the view judged, at {host}.{where}: {_shown(got)}"], ipc=ipc)
         return
     try:
         decoded = ipc.adapter.decode(data, "msgpack")
     except Exception as exc:  # noqa: BLE001 - any refusal of valid bytes is the finding
-        pytest.fail(f"{host}.{where} ({struct}, map-encoded, msgpack) {what}: the decoder refused it "
-                    f"(SPEC R-MSG-4: it MUST decode): {type(exc).__name__}: {exc}")
+        fail(f"{host}.{where} ({struct}, map-encoded, msgpack) {what}: the decoder refused it "
+             f"(SPEC R-MSG-4: it MUST decode): {type(exc).__name__}: {exc}", "R-MSG-4", step=DECODE_RUNNER_BYTES,
+             data=data, value=expected, kind="Failed", ipc=ipc)
     diffs = differences(expected, _at(decoded, steps), f"{host}.{where}")
-    assert not diffs, (f"{host}.{where} ({struct}, map-encoded, msgpack) {what}: decoded to another value at "
-                       f"{diffs[0]}" + "".join(f"\n  {d}" for d in diffs[1:8]))
+    if diffs:
+        fail(f"{host}.{where} ({struct}, map-encoded, msgpack) {what}: decoded to another value", "R-MSG-4",
+             step=DECODE_RUNNER_BYTES, differences=diffs, data=data, value=expected, ipc=ipc)
 
 
 @check("Accepts", per=("case",), name="MapUnknownKey", cases={"case": _map_cases})
@@ -420,8 +431,8 @@ def test_map_unknown_key_ignored(ipc, case):
             if harness_error(exc):
                 raise
             return
-        pytest.fail(f"{host}: {struct} forbids unknown fields, yet a map with the key {UNKNOWN_KEY!r} decoded "
-                    "(SPEC R-MSG-4)")
+        fail(f"{host}: {struct} forbids unknown fields, yet a map with the key {UNKNOWN_KEY!r} decoded "
+             "(SPEC R-MSG-4)", "R-MSG-4", step=DECODE_RUNNER_BYTES, data=data, kind="Failed", ipc=ipc)
     expected = _at(ipc.instance(host, "typical"), steps)
     _judge_map(ipc, case, data, expected, f"with an unknown key {UNKNOWN_KEY!r} (to be ignored)")
 

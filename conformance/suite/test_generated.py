@@ -13,7 +13,7 @@ from conformance import profiles
 from conformance.compare import differences
 from conformance.plugin import check
 from conformance.plugin.hooks import known_triggers
-from conformance.suite.failure import Failure, raise_failure, round_trip_step
+from conformance.suite.failure import Failure, fail, raise_failure, round_trip_step
 from conformance.transport import TRANSPORTS
 
 REQUIREMENT = "R-MSG-*, R-VAL-*, R-EXT-* (values drawn from the field types)"
@@ -21,7 +21,8 @@ REQUIREMENT = "R-MSG-*, R-VAL-*, R-EXT-* (values drawn from the field types)"
 
 def _strategy(ipc, struct, triggers):
     if struct not in ipc.live_manifest.structs:
-        pytest.fail(f"{ipc.adapter.label} has no struct {struct}: no generated example can cover it")
+        fail(f"{ipc.adapter.label} has no struct {struct}: no generated example can cover it", "R-MSG-10",
+             step="the implementation's live catalogue (Adapter.live_manifest())", kind="Failed", ipc=ipc)
     return ipc.strategies_without(triggers).for_struct(struct)
 
 

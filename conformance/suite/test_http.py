@@ -17,6 +17,7 @@ from conformance.compare import differences
 from conformance.http_json import to_http_json
 from conformance.plugin import check, harness_error
 from conformance.suite.capability import require
+from conformance.suite.failure import HTTP, error_text, fail, json_input, view_of
 from conformance.suite.fields import OPAQUE_DEFAULT, default_value, manifest_default
 
 UNKNOWN_KEY = "no_such_field"
@@ -68,11 +69,14 @@ def test_http_rejects_unknown_key(ipc, struct):
     body = {**_body(ipc, struct), UNKNOWN_KEY: 1}
     got, refusal = _validate(ipc, struct, body)
     if refusal is None:
-        pytest.fail(f"{struct} (HTTP JSON): a body with the unknown key {UNKNOWN_KEY!r} validated "
-                    f"(SPEC R-HTTP-2: unknown keys MUST be rejected); body {json.dumps(body)[:200]}")
-    assert UNKNOWN_KEY in str(refusal), (
-        f"{struct} (HTTP JSON): the body with the unknown key {UNKNOWN_KEY!r} was refused, but the error does not "
-        f"name the key (SPEC R-HTTP-2): {type(refusal).__name__}: {str(refusal)[:300]}")
+        fail(f"{struct} (HTTP JSON): a body with the unknown key {UNKNOWN_KEY!r} validated "
+             f"(SPEC R-HTTP-2: unknown keys MUST be rejected); body {json.dumps(body)[:200]}", "R-HTTP-2",
+             step=HTTP, notes=[json_input(json.dumps(body)), f"validated to: {view_of(got)}"], kind="Failed",
+             ipc=ipc)
+    if UNKNOWN_KEY not in str(refusal):
+        fail(f"{struct} (HTTP JSON): the body with the unknown key {UNKNOWN_KEY!r} was refused, but the error does "
+             f"not name the key (SPEC R-HTTP-2): {type(refusal).__name__}: {error_text(refusal)}", "R-HTTP-2",
+             step=HTTP, notes=[json_input(json.dumps(body))], ipc=ipc)
 
 
 @check("Http", per=("struct",), name="OmittedFieldsTakeDefaults", cases={"struct": _structs})
@@ -86,13 +90,15 @@ def test_http_omitted_fields_take_defaults(ipc, struct):
     got, refusal = _validate(ipc, struct, body)
     if refusal is not None:
         kinds = sorted({f.default.kind for f in omitted})
-        pytest.fail(f"{struct} (HTTP JSON): a body without its {len(omitted)} optional fields (defaults: "
-                    f"{', '.join(kinds)}) was refused; SPEC R-HTTP-2: missing keys take the field's default: "
-                    f"{type(refusal).__name__}: {str(refusal)[:300]}")
+        fail(f"{struct} (HTTP JSON): a body without its {len(omitted)} optional fields (defaults: "
+             f"{', '.join(kinds)}) was refused; SPEC R-HTTP-2: missing keys take the field's default: "
+             f"{type(refusal).__name__}: {error_text(refusal)}", "R-HTTP-2", step=HTTP,
+             notes=[json_input(json.dumps(body))], kind="Failed", ipc=ipc)
     diffs = []
     for field in omitted:
         if manifest_default(field) is OPAQUE_DEFAULT:
             continue  # an opaque factory: the implementation's own object
         diffs += differences(default_value(ipc, field), getattr(got, field.name), f"{struct}.{field.name}")
-    assert not diffs, (f"{struct} (HTTP JSON): an omitted field did not take the manifest's default at {diffs[0]}"
-                       + "".join(f"\n  {d}" for d in diffs[1:8]))
+    if diffs:
+        fail(f"{struct} (HTTP JSON): an omitted field did not take the manifest's default", "R-HTTP-2", step=HTTP,
+             differences=diffs, notes=[json_input(json.dumps(body)), f"validated to: {view_of(got)}"], ipc=ipc)

@@ -18,8 +18,8 @@ import zmq
 
 from conformance.adapters.base import TOP_LEVEL_WRAPPER
 from conformance.plugin import check
-from conformance.plugin.checks import failure_message
 from conformance.suite.capability import require
+from conformance.suite.failure import fail
 from conformance.suite.fields import find_wrappers
 from conformance.suite.payloads import state_differences
 
@@ -77,8 +77,15 @@ def test_payload_state_kept(ipc, position, transport):
         what = f"{position} sample {index} ({type(sample).__qualname__})"
         got = (_top_level(ipc, sample, transport) if position == TOP_LEVEL_WRAPPER
                else _in_message(ipc, position, sample, transport))
+        step = (f"the implementation's send of a PickleWrapper of the sample, then its receive, over a {transport} "
+                "socket" if position == TOP_LEVEL_WRAPPER else
+                f"the implementation's wrap of the sample at {position}, its encode, then its receive path "
+                f"(unwrap), over {transport}")
         left = find_wrappers(got)
-        assert not left, (f"{what} arrived still wrapped at {', '.join(left)} ({transport}): the receive path "
-                          f"did not open it (SPEC R-PW-3)")
+        if left:
+            fail(f"{what} arrived still wrapped at {', '.join(left)} ({transport}): the receive path "
+                 f"did not open it (SPEC R-PW-3)", "R-PW-3", step=step, value=sample, ipc=ipc)
         diffs = state_differences(ipc.adapter.payload_samples()[position][index], got)
-        assert not diffs, failure_message(f"{what} lost state over {transport} (SPEC R-PW-1)", diffs)
+        if diffs:
+            fail(f"{what} lost state over {transport} (SPEC R-PW-1)", "R-PW-1", step=step, differences=diffs,
+                 value=sample, ipc=ipc)

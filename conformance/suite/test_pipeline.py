@@ -16,7 +16,7 @@ import pytest
 from conformance import pipeline
 from conformance.plugin import check
 from conformance.suite.capability import require
-from conformance.suite.failure import Failure, raise_failure
+from conformance.suite.failure import Failure, fail, raise_failure
 
 #: Transports whose runs are made side by side (an implementation's runs are processes).
 PARALLEL_RUNS = 2
@@ -63,10 +63,13 @@ def pipeline_run(ipc, tmp_path_factory):
     return get
 
 
+def _step(run: pipeline.PipelineRun) -> str:
+    return (f"the implementation's own pipeline, {run.topology.name}, transport {run.transport} "
+            f"selected as its users do ({pipeline.switch_value(run.topology, run.transport)!r})")
+
+
 def _fail(ipc: Any, run: pipeline.PipelineRun, what: str, requirement: str, lines: list[str]) -> None:
-    raise_failure(Failure(f"{what} ({run.topology.name} over {run.transport})", requirement,
-                          step=f"the implementation's own pipeline, {run.topology.name}, transport {run.transport} "
-                               f"selected as its users do ({pipeline.switch_value(run.topology, run.transport)!r})",
+    raise_failure(Failure(f"{what} ({run.topology.name} over {run.transport})", requirement, step=_step(run),
                           differences=lines, notes=_hops(run)), ipc)
 
 
@@ -101,7 +104,8 @@ def test_pipeline_selected_transport(ipc, pipeline_run, topology, transport):
 def test_pipeline_delivered_exactly_once(ipc, pipeline_run, topology, transport):
     run = pipeline_run(topology, transport)
     if run.errors and not run.links:
-        pytest.fail(f"the run recorded nothing: {run.errors[0]}", pytrace=False)
+        fail(f"the run recorded nothing: {run.errors[0]}", "R-PIPE-2", step=_step(run), notes=_hops(run),
+             kind="Failed", ipc=ipc)
     lines = pipeline.delivery_failures(run)
     if lines:
         _fail(ipc, run, "a message was not delivered exactly once", "R-PIPE-2", lines)
@@ -112,8 +116,8 @@ def test_pipeline_conserves(ipc, pipeline_run, topology, transport):
     """What the stub model produced reaches the client; what the client sent reaches the scheduler."""
     run = pipeline_run(topology, transport)
     if not run.produced:
-        pytest.fail(f"the stub model produced nothing in this run: {'; '.join(run.errors) or 'no request arrived'}",
-                    pytrace=False)
+        fail(f"the stub model produced nothing in this run: {'; '.join(run.errors) or 'no request arrived'}",
+             "R-PIPE-1", step=_step(run), notes=_hops(run), kind="Failed", ipc=ipc)
     lines = pipeline.conservation_failures(run)
     if lines:
         _fail(ipc, run, "the pipeline lost or changed what crossed it", "R-PIPE-1", lines)

@@ -18,7 +18,7 @@ import msgspec
 from conformance.compare import differences
 from conformance.plugin import check
 from conformance.suite.capability import require
-from conformance.suite.failure import Failure, raise_failure
+from conformance.suite.failure import Failure, fail, raise_failure
 from conformance.suite.fields import find_wrappers, wrapper_fields
 from conformance.suite.payloads import state_view
 
@@ -45,8 +45,10 @@ def _path(ipc, name: str) -> Any:
     (without these, only its unwrap function is checked, by Unwrap.NoWrapperLeft)."""
     require(ipc, f"receive_path.{name}")
     paths = ipc.adapter.receive_paths()
-    assert name in paths, (f"{ipc.adapter.label} declares 'receive_path.{name}' but receive_paths() "
-                           f"has no {name!r} (it has {sorted(paths)})")
+    if name not in paths:
+        fail(f"{ipc.adapter.label} declares 'receive_path.{name}' but receive_paths() "
+             f"has no {name!r} (it has {sorted(paths)})", "R-PW-3",
+             step="the implementation's receive paths (Adapter.receive_paths())", ipc=ipc)
     return paths[name]
 
 
@@ -99,14 +101,14 @@ def _comparable(ipc, value: Any) -> Any:
     return value
 
 
-def _handed_on(path: str, got: Any) -> dict[str, Any]:
+def _handed_on(ipc, path: str, got: Any, step: str) -> dict[str, Any]:
     """What each receiving process handed downstream, by process: the scheduler path answers a
     list, one value per rank that received the message (all of them after a broadcast)."""
     if path != "scheduler":
         return {path: got}
-    assert isinstance(got, list) and got, (
-        f"the scheduler receive path must answer a non-empty list (one value per rank that received "
-        f"the message), not {type(got).__name__}")
+    if not (isinstance(got, list) and got):
+        fail(f"the scheduler receive path must answer a non-empty list (one value per rank that received "
+             f"the message), not {type(got).__name__}", "R-DP-1", step=step, value=got, ipc=ipc)
     return {f"scheduler_{rank}": value for rank, value in enumerate(got)}
 
 
@@ -114,7 +116,8 @@ def _through(ipc, path: str, struct: str, transport: str) -> None:
     through = _path(ipc, path)
     sent = _sendable(ipc, ipc.instance(struct, "typical"))
     expected = _comparable(ipc, _sendable(ipc, ipc.instance(struct, "typical")))  # the same, built again
-    handed = _handed_on(path, through(sent, transport))
+    handed = _handed_on(ipc, path, through(sent, transport),
+                        f"the implementation's send, then the {path} receive path over {transport}")
     for process, got in handed.items():
         step = (f"the implementation's send, then the {process} receive path (its own socket receive, decode "
                 f"and unwrap) over {transport}")
@@ -128,7 +131,10 @@ def _through(ipc, path: str, struct: str, transport: str) -> None:
             raise_failure(Failure(f"{struct} changed on the {process} receive path ({transport})", "R-PW-1, R-DP-2",
                                   step, diffs, value=expected), ipc)
     changed = differences(expected, _comparable(ipc, sent))
-    assert not changed, f"sending {struct} modified the sender's object (SPEC R-PW-1): {changed[:3]}"
+    if changed:
+        fail(f"sending {struct} modified the sender's object (SPEC R-PW-1): {changed[:3]}", "R-PW-1",
+             step=f"the implementation's send over {transport} (the sender's object, after it was sent)",
+             differences=changed, value=expected, ipc=ipc)
 
 
 @check("ReceivePath", per=("struct", "transport"), name="Controller", cases={"struct": _known(CARRIED)})
@@ -172,9 +178,12 @@ def test_unroutable_request_is_aborted(ipc, struct, transport):
     sent = _sendable(ipc, ipc.instance(struct, "typical"))
     sent.routed_dp_rank = NO_SUCH_RANK
     answer = unroutable(sent, transport)
-    assert type(answer).__name__ == "AbortReq", (
-        f"the controller answered {struct} naming routed_dp_rank {NO_SUCH_RANK} with {type(answer).__name__}, "
-        f"not an AbortReq (SPEC R-DP-5)")
-    assert answer.rid == sent.rid and answer.finished_reason, (
-        f"the controller's AbortReq for {struct} (rid {sent.rid!r}) has rid {answer.rid!r} and finished_reason "
-        f"{answer.finished_reason!r}: it must name the request and carry a finished_reason (SPEC R-DP-5)")
+    step = (f"the implementation's send of {struct} naming routed_dp_rank {NO_SUCH_RANK}, then the controller's "
+            f"receive path and dispatch, over {transport}")
+    if type(answer).__name__ != "AbortReq":
+        fail(f"the controller answered {struct} naming routed_dp_rank {NO_SUCH_RANK} with {type(answer).__name__}, "
+             f"not an AbortReq (SPEC R-DP-5)", "R-DP-5", step=step, value=answer, ipc=ipc)
+    if not (answer.rid == sent.rid and answer.finished_reason):
+        fail(f"the controller's AbortReq for {struct} (rid {sent.rid!r}) has rid {answer.rid!r} and finished_reason "
+             f"{answer.finished_reason!r}: it must name the request and carry a finished_reason (SPEC R-DP-5)",
+             "R-DP-5", step=step, value=answer, ipc=ipc)

@@ -9,6 +9,7 @@ import pytest
 
 from conformance.plugin import check, harness_error
 from conformance.suite.capability import require
+from conformance.suite.failure import fail
 from conformance.suite.fields import opaque_structs, wrapper_fields
 
 
@@ -48,4 +49,9 @@ def test_no_pickle_from_untrusted_peer(ipc, case, tmp_path):
         if harness_error(exc):
             raise  # a crash or a hang is no refusal
         # refusing the message is the right answer
-    assert not marker.exists(), "msgpack receive path unpickled bytes from an untrusted peer (remote code execution)"
+    if marker.exists():
+        fail("msgpack receive path unpickled bytes from an untrusted peer (remote code execution)", "R-PW-5",
+             step="the implementation's receive path for an untrusted peer (receive), on msgpack bytes of its own "
+                  f"encode holding a PickleWrapper {'as the message' if case == 'top_level' else 'in a field'} "
+                  "whose pickle writes a file when loaded",
+             data=data, notes=[f"the file it wrote: {marker}"], ipc=ipc)

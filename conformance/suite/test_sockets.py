@@ -13,7 +13,7 @@ import zmq
 from conformance.compare import differences
 from conformance.plugin import check
 from conformance.suite.capability import require
-from conformance.suite.failure import Failure, raise_failure
+from conformance.suite.failure import Failure, fail, raise_failure
 from conformance.suite.fields import tensor_carrier
 
 BIG = 16 * 1024 * 1024  # bytes: large enough for ZeroMQ to send without copying
@@ -116,5 +116,8 @@ def test_buffer_reuse_after_zero_copy_send(ipc, transport, late_link):
         reused.set()
         binder.join()
     got = getattr(ipc.adapter.recv(receiver[0], transport), field)[0]
-    assert torch.equal(got, torch.arange(BIG // 4, dtype=torch.float32)), (
-        "the peer received values written after send returned: the buffer was still in flight")
+    if not torch.equal(got, torch.arange(BIG // 4, dtype=torch.float32)):
+        fail("the peer received values written after send returned: the buffer was still in flight", "R-TRN-3",
+             step=f"the implementation's zero-copy send of a {BIG}-byte tensor at {struct}.{field}[0] over "
+                  f"{transport}, the caller overwriting it with -1.0 once send returned, then its receive",
+             differences=differences(torch.arange(BIG // 4, dtype=torch.float32), got, f"$.{field}[0]"), ipc=ipc)

@@ -16,7 +16,10 @@ import pytest
 
 from conformance.plugin import check
 from conformance.schema.golden.catalogue import catalogue_for
+from conformance.suite.failure import DECODE_RUNNER_BYTES, ENCODE, fail
 from conformance.suite.fields import tensor_carrier
+
+READ_BY_RUNNER = " (its bytes read by the runner's reference decode)"
 
 
 def _msgpack_only(ipc: Any) -> None:
@@ -82,16 +85,19 @@ def test_negative_zero_is_not_the_default(ipc, struct):
     field, message, list_field = _zero_float_defaults(ipc)[struct]
     value = ipc.instance(message, "typical")
     items = getattr(value, list_field)
-    assert items, f"the typical {message} carries no {struct} in {list_field}"
+    if not items:
+        fail(f"the typical {message} carries no {struct} in {list_field}", "R-MSG-4",
+             step="the suite's canonical typical instance (a sample values defect, not the implementation's)")
     for item in items:
         setattr(item, field, -0.0)
     sent = ipc.adapter.encode(value, "msgpack")
     got = getattr(catalogue_for(ipc.manifest).decode(sent), list_field)
     for i, item in enumerate(got):
         written = getattr(item, field)
-        assert _bits(written) == _bits(-0.0), (
-            f"msgpack encode: {message}.{list_field}[{i}].{field}: -0.0 arrived as {written!r}: a map-encoded "
-            f"omit_defaults struct left it out as equal to its default 0.0 (SPEC R-MSG-4: floats compare by bits)")
+        if _bits(written) != _bits(-0.0):
+            fail(f"msgpack encode: {message}.{list_field}[{i}].{field}: -0.0 arrived as {written!r}: a map-encoded "
+                 f"omit_defaults struct left it out as equal to its default 0.0 (SPEC R-MSG-4: floats compare by bits)",
+                 "R-MSG-4", step=ENCODE + READ_BY_RUNNER, data=sent, value=value, ipc=ipc)
 
 
 # -- R-VAL-5: float 32 widening keeps NaN payloads ------------------------------------------
@@ -121,12 +127,16 @@ def test_float32_widens_keeping_its_bits(ipc, case):
     setattr(value, field, _MARKER)
     data = _reference_bytes(ipc, value)
     wide = b"\xcb" + _struct.pack(">d", _MARKER)
-    assert data.count(wide) == 1, f"the marker float is not unique in {message}"
-    got = getattr(ipc.adapter.decode(data.replace(wide, b"\xca" + _struct.pack(">I", single)), "msgpack"), field)
-    assert isinstance(got, float) and _bits(got) == double, (
-        f"msgpack decode: {message}.{field}: float 32 0x{single:08x} became "
-        f"{'0x%016x' % _bits(got) if isinstance(got, float) else repr(got)}, expected 0x{double:016x} "
-        "(SPEC R-VAL-5: sign and payload kept, quiet bit set)")
+    if data.count(wide) != 1:
+        fail(f"the marker float is not unique in {message}", "R-VAL-5",
+             step="the runner's reference encode of the canonical typical instance (a suite defect)", data=data)
+    narrowed = data.replace(wide, b"\xca" + _struct.pack(">I", single))
+    got = getattr(ipc.adapter.decode(narrowed, "msgpack"), field)
+    if not (isinstance(got, float) and _bits(got) == double):
+        fail(f"msgpack decode: {message}.{field}: float 32 0x{single:08x} became "
+             f"{'0x%016x' % _bits(got) if isinstance(got, float) else repr(got)}, expected 0x{double:016x} "
+             "(SPEC R-VAL-5: sign and payload kept, quiet bit set)", "R-VAL-5", step=DECODE_RUNNER_BYTES,
+             data=narrowed, ipc=ipc)
 
 
 # -- R-EXT-6: big-endian ndarrays stay big-endian -------------------------------------------
@@ -147,11 +157,14 @@ def _with_big_endian_array(ipc: Any, message: str) -> tuple[Any, str]:
     return value, field
 
 
-def _check_kept(got: Any, where: str) -> None:
-    assert isinstance(got, np.ndarray), f"{where}: arrived as {type(got).__name__}, not an ndarray"
-    assert got.dtype.str == ">f4" and got.tobytes() == BIG_ENDIAN.tobytes(), (
-        f"{where}: a big-endian '>f4' ndarray arrived as {got.dtype.str!r} {got.tolist()} "
-        f"(bytes {got.tobytes().hex()}, sent {BIG_ENDIAN.tobytes().hex()}): SPEC R-EXT-6 keeps the byte order")
+def _check_kept(ipc: Any, got: Any, where: str, step: str, data: bytes, value: Any) -> None:
+    if not isinstance(got, np.ndarray):
+        fail(f"{where}: arrived as {type(got).__name__}, not an ndarray", "R-EXT-6", step=step, data=data,
+             value=value, ipc=ipc)
+    if not (got.dtype.str == ">f4" and got.tobytes() == BIG_ENDIAN.tobytes()):
+        fail(f"{where}: a big-endian '>f4' ndarray arrived as {got.dtype.str!r} {got.tolist()} "
+             f"(bytes {got.tobytes().hex()}, sent {BIG_ENDIAN.tobytes().hex()}): SPEC R-EXT-6 keeps the byte order",
+             "R-EXT-6", step=step, data=data, value=value, ipc=ipc)
 
 
 @check("ByteOrder", per=("struct", "direction"), name="BigEndianKept",
@@ -161,10 +174,12 @@ def test_big_endian_ndarray_is_kept(ipc, struct, direction):
     value, field = _with_big_endian_array(ipc, struct)
     catalogue = catalogue_for(ipc.manifest)
     if direction == "encode":  # the implementation writes, the reference reads
-        got = getattr(catalogue.decode(ipc.adapter.encode(value, "msgpack")), field)[0]
+        data, step = ipc.adapter.encode(value, "msgpack"), ENCODE + READ_BY_RUNNER
+        got = getattr(catalogue.decode(data), field)[0]
     else:  # the reference writes, the implementation reads
-        got = getattr(ipc.adapter.decode(_reference_bytes(ipc, value), "msgpack"), field)[0]
-    _check_kept(got, f"msgpack {direction}: {struct}.{field}[0]")
+        data, step = _reference_bytes(ipc, value), DECODE_RUNNER_BYTES
+        got = getattr(ipc.adapter.decode(data, "msgpack"), field)[0]
+    _check_kept(ipc, got, f"msgpack {direction}: {struct}.{field}[0]", step, data, value)
 
 
 # -- R-TEN-1: every dtype of the table travels, by its canonical name ------------------------
@@ -200,10 +215,15 @@ def test_tensor_dtype_travels(ipc, dtype):
     value = ipc.instance(message, "typical")
     setattr(value, field, [torch.frombuffer(bytearray(raw), dtype=torch_dtype)])
     catalogue = catalogue_for(ipc.manifest)
-    for direction, got in (("encode", lambda: catalogue.decode(ipc.adapter.encode(value, "msgpack"))),
-                           ("decode", lambda: ipc.adapter.decode(_reference_bytes(ipc, value), "msgpack"))):
-        tensor = getattr(got(), field)[0]
+    for direction in ("encode", "decode"):
+        if direction == "encode":  # the implementation writes, the reference reads
+            data, step = ipc.adapter.encode(value, "msgpack"), ENCODE + READ_BY_RUNNER
+            tensor = getattr(catalogue.decode(data), field)[0]
+        else:  # the reference writes, the implementation reads
+            data, step = _reference_bytes(ipc, value), DECODE_RUNNER_BYTES
+            tensor = getattr(ipc.adapter.decode(data, "msgpack"), field)[0]
         arrived = tensor.reshape(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
-        assert tensor.dtype == torch_dtype and arrived == raw, (
-            f"msgpack {direction}: {message}.{field}[0]: a {dtype} tensor (raw {raw.hex()}) arrived as "
-            f"{str(tensor.dtype).removeprefix('torch.')} (raw {arrived.hex()}) (SPEC R-TEN-1)")
+        if not (tensor.dtype == torch_dtype and arrived == raw):
+            fail(f"msgpack {direction}: {message}.{field}[0]: a {dtype} tensor (raw {raw.hex()}) arrived as "
+                 f"{str(tensor.dtype).removeprefix('torch.')} (raw {arrived.hex()}) (SPEC R-TEN-1)", "R-TEN-1",
+                 step=step, data=data, value=value, ipc=ipc)

@@ -11,6 +11,7 @@ import pytest
 
 from conformance.plugin import check, harness_error
 from conformance.suite.capability import require
+from conformance.suite.failure import fail
 from conformance.suite.fields import opaque_structs, wrapper_fields
 
 BENIGN = {"created": 1.5, "benign": True}
@@ -41,6 +42,9 @@ def test_untrusted_wrapper_stays_closed(ipc, case):
             raise  # a crash or a hang is no refusal
         return  # refused: right
     opened = got if field is None else getattr(got, field, None)
-    assert not _opened(opened), (
-        f"the untrusted msgpack receive path unpickled a PickleWrapper ({case}): it handed on {opened!r}; "
-        "SPEC R-PW-5: refuse it or keep it closed")
+    if _opened(opened):
+        fail(f"the untrusted msgpack receive path unpickled a PickleWrapper ({case}): it handed on {opened!r}; "
+             "SPEC R-PW-5: refuse it or keep it closed", "R-PW-5",
+             step="the implementation's receive path for an untrusted peer (receive), on msgpack bytes of its own "
+                  f"encode holding a PickleWrapper {'as the message' if case == 'top_level' else f'at {field}'}",
+             data=data, value=got, ipc=ipc)

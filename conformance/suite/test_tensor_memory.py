@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from conformance.plugin import check
-from conformance.suite.failure import Failure, raise_failure
+from conformance.suite.failure import Failure, fail, raise_failure
 from conformance.suite.fields import tensor_carrier
 
 
@@ -72,19 +72,24 @@ def test_received_ndarray_or_array_owns_its_memory(ipc, kind, transport):
     where = f"{struct}.{field}{'[0]' if listed else ''} ({transport})"
 
     got = _received(ipc, kind, transport, bytes(data))  # read-only bytes, as a socket's frame gives them
+    step = f"the implementation's decode of its own encode output over {transport}, from a socket's receive buffer"
     try:
         write(got)
     except (ValueError, TypeError, BufferError) as exc:
-        raise AssertionError(f"the {kind} received at {where} is not writable ({exc}): it is a view of "
-                             f"the receive buffer, not its own memory (SPEC R-TEN-5)") from None
+        fail(f"the {kind} received at {where} is not writable ({exc}): it is a view of "
+             f"the receive buffer, not its own memory (SPEC R-TEN-5)", "R-TEN-5", step=step, data=data, value=value,
+             ipc=ipc)
 
     buffer = bytearray(data)
     got = _received(ipc, kind, transport, buffer)
     before = bytes(buffer)
     write(got)  # the receiver changes its value ...
-    assert bytes(buffer) == before, f"writing the {kind} received at {where} changed the receive buffer (SPEC R-TEN-5)"
+    if bytes(buffer) != before:
+        fail(f"writing the {kind} received at {where} changed the receive buffer (SPEC R-TEN-5)", "R-TEN-5",
+             step=step, data=before, value=value, ipc=ipc)
     buffer[:] = bytes(len(buffer))  # ... and the socket layer reuses its buffer
     expected = make()
     write(expected)
-    assert read(got) == read(expected), (f"reusing the receive buffer changed the {kind} received at {where}: "
-                                         f"it does not own its memory (SPEC R-TEN-5)")
+    if read(got) != read(expected):
+        fail(f"reusing the receive buffer changed the {kind} received at {where}: "
+             f"it does not own its memory (SPEC R-TEN-5)", "R-TEN-5", step=step, data=before, value=value, ipc=ipc)

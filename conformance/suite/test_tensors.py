@@ -14,7 +14,14 @@ import torch
 
 from conformance.compare import differences
 from conformance.plugin import check, harness_error
-from conformance.suite.failure import Failure, raise_failure, round_trip_step
+from conformance.suite.failure import (
+    DECODE_RUNNER_BYTES,
+    Failure,
+    error_text,
+    fail,
+    raise_failure,
+    round_trip_step,
+)
 from conformance.suite.fields import tensor_carrier
 from conformance.transport import TRANSPORTS
 
@@ -139,22 +146,27 @@ def test_tensor_device_kept(ipc, device):
     testee = isinstance(ipc.adapter, SubprocessAdapter)
     kind = ipc.adapter.tensor_kind if testee else getattr(ipc.adapter, "tensor_kind", "runtime")
     present = _device_present(name)
+    step = ("the testee's decode (and re-encode) of bytes the runner wrote" if testee else DECODE_RUNNER_BYTES)
+
+    def failed(what: str, kind: str = "AssertionError") -> None:
+        fail(what, "R-TEN-3", step=step, data=data, ipc=ipc, kind=kind)
+
     try:
         answer = ipc.adapter.decoded_payload(data, "msgpack") if testee else ipc.adapter.decode(data, "msgpack")
     except Exception as exc:
         if harness_error(exc) or (testee and not isinstance(exc, TesteeError)):
             raise
         if kind == "values":
-            pytest.fail(f"{where}: a tensor on {name!r} was refused, yet the testee holds tensors as values "
-                        f"(handshake 'tensors': 'values'): SPEC R-TEN-3, it MUST accept every <type>:<index> device "
-                        f"and carry the string unchanged: {exc}")
+            failed(f"{where}: a tensor on {name!r} was refused, yet the testee holds tensors as values "
+                   f"(handshake 'tensors': 'values'): SPEC R-TEN-3, it MUST accept every <type>:<index> device "
+                   f"and carry the string unchanged: {exc}", "Failed")
         if present:
-            pytest.fail(f"{where}: a tensor on {name!r} was refused, and this machine has that device "
-                        f"(SPEC R-TEN-3: restore it there): {exc}")
+            failed(f"{where}: a tensor on {name!r} was refused, and this machine has that device "
+                   f"(SPEC R-TEN-3: restore it there): {exc}", "Failed")
         # naming it: the device, or at least its type (torch's own "Torch not compiled with CUDA enabled")
-        assert name in str(exc) or name.partition(":")[0].lower() in str(exc).lower(), (
-            f"{where}: a tensor on {name!r}, a device this machine lacks, was refused without naming the device "
-            f"(SPEC R-TEN-3): {str(exc)[:300]}")
+        if not (name in str(exc) or name.partition(":")[0].lower() in str(exc).lower()):
+            failed(f"{where}: a tensor on {name!r}, a device this machine lacks, was refused without naming the "
+                   f"device (SPEC R-TEN-3): {error_text(exc)}")
         return
     got_meta: Any = None
     raw: Any = None
@@ -163,18 +175,17 @@ def test_tensor_device_kept(ipc, device):
             got_meta, raw = _carried(answer, position)
             got_device = got_meta[2]
         except Exception as exc:  # noqa: BLE001 - whatever is wrong with the answer, the check says what
-            pytest.fail(f"{where}: the testee's re-encode holds no tensor at {field}[0] the runner can read: "
-                        f"{type(exc).__name__}: {exc}" + ipc.adapter.reproducers(1))
+            failed(f"{where}: the testee's re-encode holds no tensor at {field}[0] the runner can read: "
+                   f"{type(exc).__name__}: {exc}", "Failed")
     else:
         got_device = str(getattr(answer, field)[0].device)
-    assert got_device == name, (
-        f"{where}: a tensor on {name!r} arrived on {got_device!r} (SPEC R-TEN-3: restore it on that device, or "
-        f"refuse it naming the device when it does not exist; never silently move it)"
-        + (ipc.adapter.reproducers(1) if testee else ""))
+    if got_device != name:
+        failed(f"{where}: a tensor on {name!r} arrived on {got_device!r} (SPEC R-TEN-3: restore it on that device, "
+               f"or refuse it naming the device when it does not exist; never silently move it)")
     if testee:
-        assert got_meta[:2] == [[2], "float32"] and raw == _DATA, (
-            f"{where}: the tensor on {name!r} came back as {got_meta!r} with data {raw.hex()}, "
-            f"not [[2], 'float32', {name!r}] with {_DATA.hex()}" + ipc.adapter.reproducers(1))
+        if not (got_meta[:2] == [[2], "float32"] and raw == _DATA):
+            failed(f"{where}: the tensor on {name!r} came back as {got_meta!r} with data {raw.hex()}, "
+                   f"not [[2], 'float32', {name!r}] with {_DATA.hex()}")
     elif kind == "runtime" and not present:
-        pytest.fail(f"{where}: a tensor on {name!r} decoded, yet this machine has no such device "
-                    "(SPEC R-TEN-3: a device runtime refuses a device it does not have)")
+        failed(f"{where}: a tensor on {name!r} decoded, yet this machine has no such device "
+               "(SPEC R-TEN-3: a device runtime refuses a device it does not have)", "Failed")

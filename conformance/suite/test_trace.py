@@ -25,7 +25,7 @@ import pytest
 from conformance.adapters.trace import CLIENT_SPAN_ID, CLIENT_TRACE_ID, ROLES, Span, TraceRun, TraceRunError
 from conformance.plugin import check
 from conformance.suite.capability import require
-from conformance.suite.failure import Failure, raise_failure
+from conformance.suite.failure import Failure, fail, raise_failure
 from conformance.suite.fields import wrapper_fields
 
 #: Check subject -> the process (trace.ROLES) it judges.
@@ -50,7 +50,9 @@ def traced_run(ipc, tmp_path_factory):
         if isinstance(run, BaseException):
             raise_failure(Failure(f"the traced chain did not run over {transport}: {run}", "R-TRACE-4",
                                   STEP.format(transport=transport), kind="Failed"), ipc)
-        assert isinstance(run, TraceRun)
+        if not isinstance(run, TraceRun):
+            fail(f"the traced chain over {transport} returned a {type(run).__name__}, not a TraceRun", "R-TRACE-4",
+                 step=STEP.format(transport=transport), kind="Failed", ipc=ipc)
         return run
 
     return get

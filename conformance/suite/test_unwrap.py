@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from conformance.plugin import check
 from conformance.suite.capability import require
-from conformance.suite.failure import Failure, raise_failure
+from conformance.suite.failure import Failure, fail, raise_failure
 from conformance.suite.fields import find_wrappers, opaque_structs, wrapper_fields
 
 TRACE = {
@@ -51,5 +51,10 @@ def test_trace_context_survives_forwarding(ipc, struct, transport):
     setattr(value, field, {"trace_context": dict(TRACE), "created": 1.5})
     forwarded = _hop(ipc, _hop(ipc, value, transport), transport)
     got = getattr(forwarded, field)
-    assert isinstance(got, dict) and got.get("trace_context") == TRACE, (
-        f"trace context lost over two {transport} hops: {type(got).__name__} {got!r:.200}")
+    if not (isinstance(got, dict) and got.get("trace_context") == TRACE):
+        fail(f"trace context lost over two {transport} hops: {type(got).__name__} {got!r:.200}", "R-TRACE-3",
+             step=(f"the implementation's wrap, encode, decode and unwrap over {transport}, twice (tokenizer -> "
+                   "controller -> scheduler, a re-wrap between the hops)"),
+             differences=[f"$.{field}['trace_context']: expected {TRACE!r}, got "
+                          f"{got.get('trace_context') if isinstance(got, dict) else got!r:.120}"],
+             value=value, ipc=ipc)

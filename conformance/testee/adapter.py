@@ -272,14 +272,32 @@ class SubprocessAdapter(Adapter):
         while len(self._encoded) > 16:
             self._encoded.popitem(last=False)
 
-    def _input_step(self, op: str, data: Any) -> Optional[str]:
+    def _input_step(self, op: str, data: Any, transport: str = "msgpack") -> Optional[str]:
         """The step of a decode or receive request whose bytes the testee itself encoded."""
         if hashlib.sha256(bytes(data)).digest() not in self._encoded:
             return None
-        return {"decode": "the testee's decode (and re-encode) of its own encode output (the runner sent its "
+        step = {"decode": "the testee's decode (and re-encode) of its own encode output (the runner sent its "
                           "bytes back unchanged)",
                 "receive": "the testee's receive path for an untrusted peer, on its own encode output (the runner "
                            "sent its bytes back unchanged)"}[op]
+        return f"{step}; {self._suspect(bytes(data))}" if transport == "msgpack" else step
+
+    def _suspect(self, data: bytes) -> str:
+        """Which side of a round trip of the testee's own bytes is to blame should it fail: the
+        runner's reference decode reads the bytes (its decode is the suspect) or cannot (its encode)."""
+        try:
+            self._reference.decode(data)
+        except Exception as exc:  # noqa: BLE001 - what the reference says about the bytes is the evidence
+            return (f"the runner's reference decode cannot read these bytes either ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0][:160] if str(exc) else ''}): the testee's encode is the suspect")
+        return "the runner's reference decode reads these bytes: should this fail, the testee's decode is the suspect"
+
+    def start_check(self) -> None:
+        """A new check begins: forget the requests and answers of the one before, so that no failure
+        message of this check names them (the plugin calls it before each check)."""
+        self.recent.clear()
+        self._encoded.clear()
+        self._last_answer = {}
 
     def reproducers(self, count: int = 2) -> str:
         """Lines naming the last `count` requests and the commands that replay them: for a check
@@ -356,7 +374,7 @@ class SubprocessAdapter(Adapter):
 
     def decode(self, data: bytes, transport: str) -> Any:
         request: dict[str, Any] = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
-        answer = self._request("decode", self._input_step("decode", data), **request)
+        answer = self._request("decode", self._input_step("decode", data, transport), **request)
         return self._answer_value(answer, transport, {"type": "decode", **request})
 
     def decoded_view(self, data: bytes, transport: str) -> Any:
@@ -399,7 +417,7 @@ class SubprocessAdapter(Adapter):
 
     def receive(self, data: bytes, transport: str) -> Any:
         request: dict[str, Any] = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
-        answer = self._request("receive", self._input_step("receive", data), **request)
+        answer = self._request("receive", self._input_step("receive", data, transport), **request)
         return self._answer_value(answer, transport, {"type": "receive", **request})
 
     def validate_http(self, struct: str, json_text: str) -> Any:

@@ -167,5 +167,6 @@ def test_e2e_checks_are_opt_in():
     proc = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--", "-k", "E2E"],
                           capture_output=True, text=True, timeout=300)
     lines = proc.stdout.strip().splitlines()
-    assert lines[-1] == "conformance: 0 passed, 0 failed, 0 skipped", proc.stdout[-2000:]
+    assert lines[-1] == "conformance: no checks selected (nothing ran; exit status 5)", proc.stdout[-2000:]
+    assert proc.returncode == 5
     assert "deselected" in proc.stdout, proc.stdout[-2000:]
