@@ -4,12 +4,21 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from conformance.adapters.base import OPTIONAL_CAPABILITIES, Adapter, EnginePayload, ReceivePath
 from conformance.adapters.e2e import E2ERun, TappedMessage
 from reference_impl.errors import WireError
 
+if TYPE_CHECKING:
+    from conformance.pipeline import PipelineRun, Topology
+
+#: The hops of the reference's pipeline runs leave out, and why.
+PIPELINE_NOT_DRIVEN = {
+    "model forward": "replaced by the stub model (--model stub, reference_impl/engine/stub_model.py), "
+                     "the one stand-in",
+    "tracing on": "driven by the Trace and E2E checks, not in the pipeline runs",
+}
 #: Scheduler ranks behind the controller in the receive-path checks: a broadcast reaches several.
 RECEIVE_PATH_DP_SIZE = 2
 TRACE_CARRIER = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
@@ -135,6 +144,27 @@ class ReferenceAdapter(Adapter):
 
     def decode_frames(self, frames: Sequence[bytes], transport: str) -> Any:
         return self._codec.decode_frames(frames, transport, allow_pickle=True, unwrap_wrappers=False)
+
+    def run_pipeline(self, transport: str, topology: "Topology", workdir: Path) -> "PipelineRun":
+        """The scenario through the engine's own server and processes (reference_tools/pipeline_driver.py),
+        --model stub, the transport chosen by SGLANG_USE_PICKLE_IPC spelled as the topology says;
+        then what the engine's tap recorded (received, produced, links)."""
+        from conformance.pipeline import switch_value
+        from conformance.pipeline_runner import run_module
+        from reference_tools.pipeline_driver import records
+
+        env = {"SGLANG_USE_PICKLE_IPC": switch_value(topology, transport), **self.pipeline_env(workdir)}
+        run = run_module("reference_tools.pipeline_driver", transport, topology, workdir, env=env,
+                         not_driven=PIPELINE_NOT_DRIVEN)
+        tap_dir = workdir / "tap"
+        if tap_dir.is_dir():
+            found = records(tap_dir)
+            run.received, run.produced, run.links = found["received"], found["produced"], found["links"]
+        return run
+
+    def pipeline_env(self, workdir: Path) -> dict[str, str]:
+        """More environment for a pipeline run's processes (the proof's engine mutants plant here)."""
+        return {}
 
     def run_e2e(self, transport: str, dp_size: int, workdir: Path) -> E2ERun:
         """reference_tools.e2e.run_engine with this adapter's engine options, as facts for the suite."""

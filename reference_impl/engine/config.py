@@ -19,6 +19,10 @@ CONTROLLER = "controller"
 DETOKENIZER = "detokenizer"
 
 
+#: The data-parallel controller's routing methods (SGLang's names; controller.py).
+LOAD_BALANCE_METHODS = ("round_robin", "total_requests", "total_tokens")
+
+
 def scheduler_name(dp_rank: int) -> str:
     return f"scheduler_{dp_rank}"
 
@@ -27,8 +31,9 @@ def scheduler_name(dp_rank: int) -> str:
 class EngineConfig:
     """Everything a process needs to know. Immutable; resolved() fills the defaults."""
 
-    model_path: Optional[str] = None  # None: the built-in tiny checkpoint (written on first use)
+    model_path: Optional[str] = None  # None: the built-in tiny checkpoint (written on first use); "stub": stub_model.py
     dp_size: int = 1
+    load_balance_method: str = "round_robin"  # how the controller picks a rank: LOAD_BALANCE_METHODS
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
     host: str = "127.0.0.1"
     port: int = 30000
@@ -61,6 +66,9 @@ class EngineConfig:
         from reference_impl import codec
 
         transport = codec.resolve_transport(self.transport)  # env var when None; validates
+        if self.load_balance_method not in LOAD_BALANCE_METHODS:
+            raise ValueError(f"unknown load_balance_method {self.load_balance_method!r}; choose one of "
+                             f"{', '.join(LOAD_BALANCE_METHODS)}")
         if self.dp_size < 1:
             raise ValueError(f"dp_size must be >= 1, got {self.dp_size}")
         if self.max_running_requests < 1:
@@ -77,7 +85,11 @@ class EngineConfig:
             raise ValueError(f"request_timeout_s must be > 0, got {self.request_timeout_s}")
         device = resolve_device(self.device)
         model_path = self.model_path
-        if model_path is None:
+        if model_path == "stub":
+            from .stub_model import ensure_stub_checkpoint
+
+            model_path = str(ensure_stub_checkpoint())
+        elif model_path is None:
             from .checkpoint import ensure_default_checkpoint
 
             model_path = str(ensure_default_checkpoint())

@@ -39,10 +39,11 @@ from reference_impl.io_struct import (
     UpdateWeightsFromTensorReqOutput,
 )
 
-from .config import TOKENIZER_MANAGER, EngineConfig, IpcNames
+from .config import CONTROLLER, TOKENIZER_MANAGER, EngineConfig, IpcNames
 from .ipc import AsyncReceiver, AsyncSender, choose_unwrap
 from .model import ModelConfig, parameter_shapes
 from .protocol import EncodeSpec, GenerateSpec, RequestError
+from .stub_model import is_stub
 from .tap import Tap
 from .tokenizer import ByteTokenizer
 from .tracing import ReqTimeStats, Tracing
@@ -83,6 +84,7 @@ class ReqState:
     logprobs: dict[str, tuple[list[Any], list[Any]]] = field(
         default_factory=lambda: {k: ([], []) for k in LOGPROB_FIELDS})
     hidden_states: list[Any] = field(default_factory=list)
+    customized_info: dict[str, list[Any]] = field(default_factory=dict)  # key -> one value per token so far
     span: Any = None
 
 
@@ -114,7 +116,8 @@ class TokenizerManager:
         self.tokenizer = ByteTokenizer.from_pretrained(config.model_path)
         self.vocab_size = self.model_config.vocab_size
         self.context_length = config.context_length or self.model_config.max_position_embeddings
-        self.parameter_shapes = parameter_shapes(self.model_config)
+        # None: the stub model (no parameters; weight payloads are opaque to it)
+        self.parameter_shapes = None if is_stub(config.model_path) else parameter_shapes(self.model_config)
         self.tracing = Tracing(TOKENIZER_MANAGER, config.trace_dir)
         self.tap = Tap(config.tap_dir, TOKENIZER_MANAGER)
         self.states: dict[str, ReqState] = {}
@@ -130,7 +133,7 @@ class TokenizerManager:
         self.ctx = zmq.asyncio.Context()
         self.receiver = tokenizer_manager_receiver(self.ctx, self.config, self.ipc, self.tap)
         assert self.config.transport is not None, "EngineConfig.resolved() sets the transport"
-        self.sender = AsyncSender(self.ctx, self.ipc.controller, self.config.transport)
+        self.sender = AsyncSender(self.ctx, self.ipc.controller, self.config.transport, self.tap, CONTROLLER)
         self._weights_lock = asyncio.Lock()
         self._tasks = [asyncio.create_task(self._handle_loop(), name="tm-recv"),
                        asyncio.create_task(self._watch_children(), name="tm-watch")]
@@ -229,6 +232,12 @@ class TokenizerManager:
                         state.logprobs[name][1].extend(idxs[i])
             if obj.output_hidden_states is not None and obj.output_hidden_states[i] is not None:
                 state.hidden_states.extend(obj.output_hidden_states[i])  # type: ignore[arg-type]  # [i] checked above
+            # customized_info is typed PickleWrapper; the receive path unwrapped it into a dict of
+            # key -> per request, the values since the previous output (None: none for that request).
+            customized: dict[str, list[Any]] = obj.customized_info or {}  # type: ignore[assignment]
+            for key, values in customized.items():
+                if values[i] is not None:
+                    state.customized_info.setdefault(key, []).extend(values[i])
             reason = obj.finished_reasons[i]
             meta: dict[str, Any] = {
                 "id": rid,
@@ -244,6 +253,8 @@ class TokenizerManager:
                 meta.update(self._logprob_meta(state))
             if spec.return_hidden_states:
                 meta["hidden_states"] = list(state.hidden_states)
+            for key, values in state.customized_info.items():  # e.g. a MoE model's expert_ids
+                meta.setdefault(key, list(values))
             if reason is not None:
                 state.finished = True
                 stats = stats_list[i]
