@@ -449,8 +449,11 @@ class TokenizerManager:
             self.pending.pop(rid, None)
 
     async def flush_cache(self) -> tuple[bool, str]:
+        """Success: one message whatever the number of ranks; else what each failing rank said
+        (sorted: replies arrive in any order)."""
         replies = await self._control(FlushCacheReqInput())
-        return all(r.success for r in replies), "; ".join(r.message for r in replies)
+        failed = sorted(r.message for r in replies if not r.success)
+        return not failed, "; ".join(failed) if failed else "cache flushed"
 
     async def update_weights_from_tensor(self, obj: UpdateWeightsFromTensorReqInput) -> tuple[bool, str]:
         assert self._weights_lock is not None, "start() creates the lock"
@@ -459,7 +462,7 @@ class TokenizerManager:
             success = all(r.success for r in replies)
             if success and obj.weight_version is not None:
                 self.weight_version = obj.weight_version
-            return success, "; ".join(r.message for r in replies)
+            return success, "; ".join(sorted(r.message for r in replies))  # replies arrive in any order
 
     def server_info(self) -> dict[str, Any]:
         return {
