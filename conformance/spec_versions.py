@@ -95,6 +95,7 @@ INTRODUCED: tuple[tuple[str, str], ...] = (
     ("Required.TensorMemory.ndarray.*", "3.0"),
     ("Required.TensorMemory.array.*", "3.0"),
     ("Required.Accepts.*.CollidingKeysNotWritten", "3.0"),
+    ("Required.Pipeline.*", "3.0"),
 )
 
 _NUMBER = re.compile(r"^(\d+)\.(\d+)$")

@@ -37,6 +37,11 @@ from typing import Any, Optional
 #: The server must be up within this (every engine process imports torch; two runs share the cores).
 START_TIMEOUT_S = 150.0
 STOP_TIMEOUT_S = 20.0
+#: The engine's own bound on a request (--request-timeout), under the scenario's: a request the
+#: pipeline lost is answered 504 by the engine itself.
+ENGINE_REQUEST_TIMEOUT_S = 15.0
+#: Answers that say the pipeline lost the request (a dead engine process, the engine's timeout).
+UNANSWERED = (503, 504)
 #: Above the scenario's largest body (a weight payload just over 64 MiB, in base64).
 MAX_REQUEST_BYTES = 256 << 20
 
@@ -94,7 +99,8 @@ def start(config: dict[str, Any], workdir: Path) -> tuple["subprocess.Popen[byte
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "IPC_TRANSPORT"}  # the run's switch decides
     log = open(workdir / "server.log", "wb")
-    server = subprocess.Popen(server_command(config["topology"], port, workdir / "tap", float(config["timeout_s"])),
+    request_timeout_s = min(ENGINE_REQUEST_TIMEOUT_S, float(config["timeout_s"]))
+    server = subprocess.Popen(server_command(config["topology"], port, workdir / "tap", request_timeout_s),
                               stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + START_TIMEOUT_S
@@ -130,8 +136,20 @@ def run(config: dict[str, Any], server: "subprocess.Popen[bytes]", url: str, wor
             if server.poll() is not None else ""
 
     async def scenario() -> dict[str, Any]:
+        """Step by step; after the first request the pipeline did not answer (no response, or the
+        engine's own 503/504), the rest are not sent: one bound spent, not one per step."""
+        responses: dict[str, Any] = {}
+        stopped = ""
         async with httpx.AsyncClient(base_url=url, timeout=timeout_s) as client:
-            return await drive(client, config["scenario"], timeout_s, dead)
+            for step in config["scenario"]:
+                if stopped:
+                    responses[step["name"]] = {"$error": f"not sent: {stopped}"}
+                    continue
+                responses.update(await drive(client, [step], timeout_s, dead))
+                answer = responses[step["name"]]
+                if "$error" in answer or answer.get("status") in UNANSWERED:
+                    stopped = f"the pipeline did not answer {step['name']!r} ({answer.get('status', 'no response')})"
+        return responses
 
     hops = dict(HOPS)
     hops["controller"] += f" ({info['dp_size']} rank(s), {config['topology']['load_balance_method']})"

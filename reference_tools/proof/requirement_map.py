@@ -218,6 +218,20 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(MUTANTS, "NestedMapsNotDecoded", "Required.EnginePayload.mm_items.StateKept.msgpack"),
     _v(MUTANTS, "NdarraysShareReceiveBuffer", "Required.TensorMemory.ndarray.OwnsMemory.msgpack"),
     _testee("colliding-keys", "Required.Accepts.DumperControlReqInput.CollidingKeysNotWritten"),
+    # -- the implementation's own pipeline (R-PIPE): the engine's source edited in every process
+    _v(MUTANTS, "ControllerRoutesPickle", "Required.Pipeline.dp2-total_tokens.SameAcrossTransports",
+       "Required.Pipeline.dp2-total_tokens.SelectedTransportOnEverySocket.msgpack"),
+    _v(MUTANTS, "ReceiveSocketsCapped", "Required.Pipeline.dp1.AnswersEveryRequest.msgpack",
+       "Required.Pipeline.dp1.ConservesWhatWasSent.msgpack", transport="msgpack"),
+    _v(MUTANTS, "EverySendTwice", "Required.Pipeline.dp1.DeliveredExactlyOnce.msgpack", transport="msgpack"),
+    _v(MUTANTS, "TransportSwitchTruthy", "Required.Pipeline.dp1.SelectedTransportOnEverySocket.msgpack",
+       transport="msgpack"),
+    _v(MUTANTS, "DetokenizerDropsCustomizedInfo", "Required.Pipeline.dp1.ConservesWhatWasSent.msgpack",
+       transport="msgpack"),
+    _v(MUTANTS, "DetokenizerDropsHiddenStates", "Required.Pipeline.dp1.ConservesWhatWasSent.msgpack",
+       transport="msgpack"),
+    _v(MUTANTS, "OutputCustomizedInfoUnwrapped", "Required.Pipeline.dp1.AnswersEveryRequest.msgpack",
+       transport="msgpack"),
 )}
 
 #: In-process violations that also run behind the testee protocol, with the checks the testee
@@ -311,6 +325,9 @@ NO_TESTEE_PATH: dict[str, str] = {
              "which carry only the value a numpy scalar stands for, so its encoder never holds one",
     "payload": "an implementation's own opaque objects live in its process and are pickled there; a testee carries "
                "wrappers as opaque bytes (R-PW-6) and has no objects of its own for the runner to compare",
+    "pipeline": "a pipeline run drives the implementation's own server and processes (its HTTP app, senders, "
+                "receive paths, output building, its transport switch); a testee is a codec behind the protocol "
+                "(spec/testee.md ops), with no pipeline of its own to run",
     "view": "a JSON view (SPEC 13.3) carries a tensor's value only: no strides, storage offset or requires_grad "
             "reach a testee, so it never holds the non-contiguous or grad-requiring tensor the clause is about",
 }
@@ -430,6 +447,12 @@ PROOFS: dict[str, Proof] = {
     "R-VEC-3a": P(("Float32Narrowing", "IntegralFloatsAsInts", "DropsTrailingDefaults"),
                   ("testee --break float32", "testee --break int-floats", "testee --break drop-defaults")),
     "R-VER-1a": P(("NarrowRids", "ReorderedFields"), no_testee="catalogue"),
+    "R-PIPE-1a": P(("ControllerRoutesPickle",), no_testee="pipeline"),
+    "R-PIPE-1b": P(("DetokenizerDropsCustomizedInfo", "DetokenizerDropsHiddenStates"), no_testee="pipeline"),
+    "R-PIPE-2a": P(("EverySendTwice",), no_testee="pipeline"),
+    "R-PIPE-3a": P(("TransportSwitchTruthy", "ControllerRoutesPickle"), no_testee="pipeline"),
+    "R-PIPE-4a": P(("ReceiveSocketsCapped",), no_testee="pipeline"),
+    "R-PIPE-5a": P(("OutputCustomizedInfoUnwrapped",), no_testee="pipeline"),
 }
 
 
