@@ -54,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "Generation only (no logprobs, hidden states, embeddings or weight updates)")
     parser.add_argument("--profile-dir", help="run each engine process's loop under cProfile and write "
                                               "<dir>/<process>.prof when the server stops")
+    parser.add_argument("--start-method", default="spawn", choices=["spawn", "forkserver"],
+                        help="how the engine processes start: spawn (each imports the engine itself) or forkserver "
+                             "(imported once, each process forked from it: faster start-up) (default spawn)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--trace-dir", help="write OpenTelemetry spans as JSON lines here, one file per process")
     parser.add_argument("--tap-dir", help="test hook: record every received IPC frame here, one file per process")
@@ -84,7 +87,7 @@ def config_from_args(args: argparse.Namespace) -> "EngineConfig":
         threads_per_process=args.threads, log_level=args.log_level, trace_dir=args.trace_dir,
         tap_dir=args.tap_dir, debug_skip_unwrap=tuple(args.debug_skip_unwrap),
         max_request_bytes=args.max_request_bytes, exit_on_child_death=args.exit_on_child_death,
-        skip_forward=args.skip_forward, profile_dir=args.profile_dir,
+        skip_forward=args.skip_forward, profile_dir=args.profile_dir, start_method=args.start_method,
     )
 
 

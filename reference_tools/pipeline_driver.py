@@ -11,13 +11,15 @@ ReferenceAdapter.run_pipeline): the differential pipeline runs of the ``pipeline
          stub_model.py instead of the forward pass)
       -> detokenizer.py -> the tokenizer manager -> the HTTP response
 
-Every process is the engine's own (``python -m reference_impl.server``, spawned children), every
-boundary a real ZeroMQ socket crossed by its own send and receive paths. The transport is chosen
-the way its users choose it: ``SGLANG_USE_PICKLE_IPC`` in the environment (spelled as the topology
-says, conformance.pipeline.switch_value), ``IPC_TRANSPORT`` removed and no ``--ipc-transport``
-flag. The engine's tap (``--tap-dir``, reference_impl/engine/tap.py) records every received
-message, each message sent and what the stub produced; the adapter reads it after the run. The
-server runs in this process's group, so a run killed for hanging takes it along.
+Every process is the engine's own (``python -m reference_impl.server`` and its children, started
+through the engine's forkserver, ``--start-method forkserver``: the engine and torch imported once,
+not once per process), every boundary a real ZeroMQ socket crossed by its own send and receive
+paths. The transport is chosen the way its users choose it: ``SGLANG_USE_PICKLE_IPC`` in the
+environment (spelled as the topology says, conformance.pipeline.switch_value), ``IPC_TRANSPORT``
+removed and no ``--ipc-transport`` flag. The engine's tap (``--tap-dir``,
+reference_impl/engine/tap.py) records every received message, each message sent and what the stub
+produced; the adapter reads it after the run. The server runs in this process's group, so a run
+killed for hanging takes it along.
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def server_command(topology: dict[str, Any], port: int, tap_dir: Path, request_t
             "--port", str(port), "--dp-size", str(topology["dp_size"]),
             "--load-balance-method", str(topology["load_balance_method"]), "--tap-dir", str(tap_dir),
             "--max-request-bytes", str(MAX_REQUEST_BYTES), "--request-timeout", f"{request_timeout_s:g}",
-            "--log-level", "warning"]
+            "--start-method", "forkserver", "--log-level", "warning"]
 
 
 def main(config_path: str, out_path: str) -> int:

@@ -61,6 +61,10 @@ class EngineConfig:
     # what remains is batching, bookkeeping, time stats, IPC and detokenization.
     skip_forward: bool = False
     profile_dir: Optional[str] = None  # each process's loop under cProfile, written here on exit
+    # How the engine processes start: "spawn" (each imports the engine and torch itself) or
+    # "forkserver" (one server process imports them once and forks each child: faster to start
+    # on a small machine; CUDA is never initialised in it).
+    start_method: str = "spawn"
 
     def resolved(self) -> "EngineConfig":
         from reference_impl import codec
@@ -69,6 +73,8 @@ class EngineConfig:
         if self.load_balance_method not in LOAD_BALANCE_METHODS:
             raise ValueError(f"unknown load_balance_method {self.load_balance_method!r}; choose one of "
                              f"{', '.join(LOAD_BALANCE_METHODS)}")
+        if self.start_method not in ("spawn", "forkserver"):
+            raise ValueError(f"unknown start_method {self.start_method!r}; choose spawn or forkserver")
         if self.dp_size < 1:
             raise ValueError(f"dp_size must be >= 1, got {self.dp_size}")
         if self.max_running_requests < 1:
