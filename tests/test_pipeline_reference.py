@@ -8,6 +8,7 @@ the stub's record, the switch's spellings, the load-balance methods, the plants'
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,15 @@ def test_the_switch_takes_sglangs_spellings(monkeypatch):
     monkeypatch.setenv("SGLANG_USE_PICKLE_IPC", "maybe")
     with pytest.raises(ValueError, match="SGLANG_USE_PICKLE_IPC='maybe'"):
         codec.default_transport()
+
+
+def test_a_bad_switch_value_is_one_line_and_exit_2():
+    env = {k: v for k, v in os.environ.items() if k != "IPC_TRANSPORT"} | {"SGLANG_USE_PICKLE_IPC": "maybe"}
+    proc = subprocess.run([sys.executable, "-m", "reference_impl.server", "--model", "stub", "--device", "cpu"],
+                          capture_output=True, text=True, timeout=120, env=env)
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line.lower()]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert len(errors) == 1 and "SGLANG_USE_PICKLE_IPC='maybe': use 1/true (pickle) or 0/false (msgpack)" in errors[0]
 
 
 def test_the_stub_records_what_it_produced(tmp_path):
