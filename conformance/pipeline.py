@@ -30,8 +30,9 @@ import hashlib
 import math
 from typing import Any, Mapping, Optional, Sequence
 
-#: Generous: a run imports the engine, builds its processes and answers a dozen requests.
-RUN_TIMEOUT_S = 240.0
+#: A process's bound, per run it makes: generous (a run imports the engine, builds its processes
+#: and answers a few dozen requests in seconds), so only a hang reaches it.
+RUN_TIMEOUT_S = 120.0
 #: One request's bound inside a run; a request not answered by then is a liveness failure.
 REQUEST_TIMEOUT_S = 30.0
 #: Above the 64 MiB a receiving socket may be capped at ("hardening" options): SPEC R-PIPE-4.
@@ -47,6 +48,7 @@ class Topology:
     name: str
     dp_size: int = 1
     load_balance_method: str = "round_robin"
+    tokenizer_workers: int = 1  #: several: the multi-tokenizer mode (its router splits outputs per worker)
     switch: str = "plain"  #: "plain": 1 / 0; "word": true / false
     large: bool = False  #: also send a message above 64 MiB (single-rank topologies)
 
@@ -59,6 +61,7 @@ TOPOLOGIES: tuple[Topology, ...] = (
     Topology("dp2-round_robin", dp_size=2, switch="word"),
     Topology("dp2-total_requests", dp_size=2, load_balance_method="total_requests"),
     Topology("dp2-total_tokens", dp_size=2, load_balance_method="total_tokens", switch="word"),
+    Topology("tokenizers2", tokenizer_workers=2, switch="word"),
 )
 #: The topology every other run is compared with.
 BASELINE = TOPOLOGIES[0].name
@@ -97,13 +100,24 @@ def scenario(topology: Topology) -> list[dict[str, Any]]:
         gen("stream", rid="stream", text="Once upon", stream=True),
         gen("stream_logprobs", rid="stream_logprobs", text="Stream", stream=True, return_logprob=True,
             top_logprobs_num=1),
-        {"name": "flush_cache", "path": "/flush_cache", "body": {}},
+        control("flush_cache", "/flush_cache", {}, "FlushCacheReqInput"),
+        control("open_session", "/open_session", {"capacity_of_str_len": 1024, "session_id": "session-1"},
+                "OpenSessionReqInput"),
+        control("close_session", "/close_session", {"session_id": "session-1"}, "CloseSessionReqInput"),
+        control("pause_generation", "/pause_generation", {"mode": "in_place"}, "PauseGenerationReqInput"),
+        control("continue_generation", "/continue_generation", {}, "ContinueGenerationReqInput"),
     ]
     if topology.dp_size == 1:
         steps.append(weights_step("update_weights", weight_payload(1024)))
     if topology.large:
         steps.append(weights_step("large_message", weight_payload(LARGE_MESSAGE_BYTES)))
     return steps
+
+
+def control(name: str, path: str, body: dict[str, Any], message: str) -> dict[str, Any]:
+    """A control request: the tokenizer manager sends ``message`` on, and every scheduler rank
+    must receive it once."""
+    return {"name": name, "path": path, "body": body, "control": message}
 
 
 def weight_payload(size: int) -> bytes:
@@ -233,6 +247,14 @@ def delivery_failures(run: PipelineRun) -> list[str]:
     for rid in expected_rids(run.topology):
         if counts.get(rid, 0) != 1:
             lines.append(f"request {rid!r} reached the scheduler ranks {counts.get(rid, 0)} time(s), not once")
+    for step in scenario(run.topology):
+        if "control" not in step:
+            continue
+        for rank in range(run.topology.dp_size):
+            got = sum(1 for item in run.received if item["type"] == step["control"] and item.get("rank") == rank)
+            if got != 1:
+                lines.append(f"{step['name']}: scheduler rank {rank} received {step['control']} {got} time(s), "
+                             "not once")
     return lines
 
 

@@ -1,7 +1,8 @@
-"""Runs one pipeline run of an implementation whose pipeline is a Python module started in a
-process of its own (``python -m MODULE RUN.json OUT.json``): the transport chosen through the
-environment the way its users choose it, the run bounded in time, a hung run killed with its
-process group and reported, never waited on."""
+"""Runs pipeline runs of an implementation whose pipeline is a Python module started in a
+process of its own (``python -m MODULE RUNS.json OUT.json``): several topologies in one process
+(the engine is imported once), the transport chosen through the environment the way its users
+choose it, the process bounded in time, a hung one killed with its process group and reported,
+never waited on. The module writes ``{"runs": [record, ...]}`` after each run."""
 
 from __future__ import annotations
 
@@ -12,42 +13,53 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from conformance.pipeline import REQUEST_TIMEOUT_S, RUN_TIMEOUT_S, PipelineRun, Topology, scenario
 
 
-def run_module(module: str, transport: str, topology: Topology, workdir: Path, *, env: Mapping[str, str],
-               not_driven: Optional[Mapping[str, str]] = None, timeout_s: float = RUN_TIMEOUT_S) -> PipelineRun:
-    """One (transport, topology) run of MODULE; what it wrote, as a PipelineRun. A run that does
-    not start, dies or hangs comes back with its reason in ``errors`` (its checks fail on it)."""
+def run_module(module: str, transport: str, topologies: Sequence[Topology], workdir: Path, *,
+               env: Mapping[str, str], not_driven: Optional[Mapping[str, str]] = None,
+               timeout_s: float = RUN_TIMEOUT_S) -> list[PipelineRun]:
+    """The runs of ``topologies`` over ``transport`` in one process of MODULE, as PipelineRuns
+    in the same order. A run that did not happen (the process did not start, died or hung
+    first) comes back with its reason in ``errors``: its checks fail on it."""
     workdir.mkdir(parents=True, exist_ok=True)
-    config_path, out_path = workdir / "run.json", workdir / "out.json"
-    steps = [{k: v for k, v in step.items() if k != "sent_bytes"} for step in scenario(topology)]
-    config_path.write_text(json.dumps({"topology": topology.as_config(), "transport": transport,
-                                       "timeout_s": REQUEST_TIMEOUT_S, "scenario": steps}))
-    run = PipelineRun(transport=transport, topology=topology, not_driven=dict(not_driven or {}))
-    log_path = workdir / "log.txt"
+    config_path, out_path, log_path = workdir / "runs.json", workdir / "out.json", workdir / "log.txt"
+    config_path.write_text(json.dumps({"transport": transport, "timeout_s": REQUEST_TIMEOUT_S, "runs": [
+        {"topology": t.as_config(), "scenario": [{k: v for k, v in step.items() if k != "sent_bytes"}
+                                                 for step in scenario(t)]} for t in topologies]}))
+    bound = timeout_s * len(topologies)
     started = time.monotonic()
+    problem = ""
     with open(log_path, "wb") as log:
         process = subprocess.Popen([sys.executable, "-m", module, str(config_path), str(out_path)],
                                    env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True)
         try:
-            process.wait(timeout=timeout_s)
+            process.wait(timeout=bound)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
-            run.errors.append(f"the {topology.name} run over {transport} was killed after {timeout_s:.0f} s "
-                              f"(a hop hung; its log: {log_path})")
-            return run
-    run.seconds = time.monotonic() - started
-    if not out_path.exists():
+            problem = f"killed after {bound:.0f} s (a hop hung; log: {log_path})"
+    seconds = time.monotonic() - started
+    records: list[dict[str, Any]] = json.loads(out_path.read_text())["runs"] if out_path.exists() else []
+    if not problem and len(records) < len(topologies):
         tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-        run.errors.append(f"the {topology.name} run over {transport} ended (exit {process.returncode}) "
-                          f"without a record: {tail[0]} (log: {log_path})")
-        return run
-    record = json.loads(out_path.read_text())
+        problem = f"ended (exit {process.returncode}) before this run: {tail[0]} (log: {log_path})"
+    runs = []
+    for index, topology in enumerate(topologies):
+        run = PipelineRun(transport=transport, topology=topology, not_driven=dict(not_driven or {}),
+                          seconds=seconds / len(topologies))
+        if index < len(records):
+            _fill(run, records[index])
+        else:
+            run.errors.append(f"the {topology.name} run over {transport}: the process {problem}")
+        runs.append(run)
+    return runs
+
+
+def _fill(run: PipelineRun, record: Mapping[str, Any]) -> None:
     run.selected = record.get("selected", "")
     run.hops = record.get("hops", {})
     run.responses = record.get("responses", {})
@@ -55,4 +67,3 @@ def run_module(module: str, transport: str, topology: Topology, workdir: Path, *
     run.produced = record.get("produced", {})
     run.links = record.get("links", {})
     run.errors += record.get("errors", [])
-    return run

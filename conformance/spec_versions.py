@@ -85,6 +85,7 @@ INTRODUCED: tuple[tuple[str, str], ...] = (
     ("Required.Http.*", "3.0"),
     ("Required.Payload.*", "3.0"),
     ("Required.EnginePayload.*", "3.0"),
+    ("Required.Pipeline.*", "3.0"),
     ("Required.ReceivePath.Batch*", "3.0"),  # the same ids, now three items with every one wrapped
     ("Required.Accepts.*.MapUnknownKey", "3.0"),
     ("Required.Accepts.*.MapDefaultsFilled", "3.0"),
@@ -95,7 +96,7 @@ INTRODUCED: tuple[tuple[str, str], ...] = (
     ("Required.TensorMemory.ndarray.*", "3.0"),
     ("Required.TensorMemory.array.*", "3.0"),
     ("Required.Accepts.*.CollidingKeysNotWritten", "3.0"),
-    ("Required.Pipeline.*", "3.0"),
+    ("Required.Trace.*.OneLinkedTrace.*", "3.0"),
 )
 
 _NUMBER = re.compile(r"^(\d+)\.(\d+)$")

@@ -30,6 +30,8 @@ class ReferenceAdapter(Adapter):
     catalogue_options = {"union_attr": "CUSTOM_MESSAGE_TYPES", "array_typecode": "q"}
     refusal_errors = (WireError,)  # the codec's one error, for every input it refuses
     capabilities = OPTIONAL_CAPABILITIES  # every one: the reference is what the suite is checked on
+    # Its own tracing across real processes, each with IPC_TRANSPORT set (reference_tools/trace_hops.py).
+    trace_driver = "reference_tools.trace_hops"
 
     def __init__(self, *, engine_debug_skip_unwrap: Sequence[str] = ()) -> None:
         """engine_debug_skip_unwrap: test hook only (EngineConfig.debug_skip_unwrap): these engine
@@ -70,6 +72,9 @@ class ReferenceAdapter(Adapter):
         from reference_impl import zmq_io
 
         return zmq_io.recv(sock, transport, allow_pickle=True)
+
+    def trace_env(self, transport: str) -> Mapping[str, str]:
+        return {"IPC_TRANSPORT": transport}
 
     def pickle_residue(self) -> dict[str, int]:
         from reference_impl.pickle_wrapper import pickle_residue

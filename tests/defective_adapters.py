@@ -231,10 +231,11 @@ class ControllerPathNotImplemented(ReferenceAdapter):
 
 
 class NoSocketNoEngine(ReferenceAdapter):
-    """The reference declaring neither ZeroMQ nor its engine: those checks skip, naming what is missing."""
+    """The reference declaring neither ZeroMQ nor its engine (nor its traced chain): those checks skip,
+    naming what is missing."""
 
     capabilities = frozenset(c for c in ReferenceAdapter.capabilities
-                             if c not in ("socket", "zero_copy", "e2e") and not c.startswith("receive_path."))
+                             if c not in ("socket", "zero_copy", "e2e", "trace") and not c.startswith("receive_path."))
 
 
 class MisspelledCapability(ReferenceAdapter):

@@ -119,14 +119,16 @@ def test_not_implemented_inside_a_declared_operation_fails(adapter, selection, t
 
 
 def test_an_undeclared_capability_skips_naming_it(tmp_path):
-    records = _records("NoSocketNoEngine", "(Socket and AbortReq) or ZeroCopy or (ReceivePath and AbortReq) or E2E",
-                       tmp_path, "--e2e")
+    records = _records("NoSocketNoEngine", "(Socket and AbortReq) or ZeroCopy or (ReceivePath and AbortReq) or E2E "
+                       "or OneLinkedTrace", tmp_path, "--e2e")
     assert {r["outcome"] for r in records.values()} == {"skipped"}, records
     for check_id, record in records.items():
         area = check_id.split(".")[1]
-        named = {"Socket": "'socket'", "ZeroCopy": "'socket'", "E2E": "'e2e'", "ReceivePath": "'receive_path."}[area]
+        named = {"Socket": "'socket'", "ZeroCopy": "'socket'", "E2E": "'e2e'", "ReceivePath": "'receive_path.",
+                 "Trace": "'trace'"}[area]
         assert "does not offer" in record["message"] and named in record["message"], (check_id, record["message"])
     assert len([i for i in records if ".E2E." in i]) == 17
+    assert len([i for i in records if i.startswith("Required.Trace.")]) == 6  # hop x transport
 
 
 def test_a_capability_outside_the_vocabulary_is_refused_when_the_adapter_loads():

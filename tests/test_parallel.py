@@ -81,3 +81,16 @@ def test_e2e_checks_are_one_unit_of_work():
            "conformance/suite/test_e2e.py::test_e2e_shuts_down_cleanly[Required.E2E.msgpack.ShutsDownCleanly]"]
     other = "conformance/suite/test_catalogue.py::test_x[Required.Catalogue.AbortReq.MatchesManifest]"
     assert group_of(e2e[0]) == group_of(e2e[1]) != group_of(other) == other
+
+
+def test_traced_chain_checks_of_one_transport_are_one_unit_of_work():
+    from conformance.plugin.parallel import group_of
+
+    def node(hop: str, transport: str) -> str:
+        return (f"conformance/suite/test_trace.py::test_one_linked_trace"
+                f"[Required.Trace.{hop}.OneLinkedTrace.{transport}]")
+
+    assert group_of(node("Controller", "msgpack")) == group_of(node("Scheduler", "msgpack"))
+    assert group_of(node("Controller", "msgpack")) != group_of(node("Controller", "pickle"))
+    forwarding = "conformance/suite/test_unwrap.py::t[Required.Trace.AbortReq.ContextSurvivesForwarding.msgpack]"
+    assert group_of(forwarding) == forwarding

@@ -11,6 +11,7 @@ from conformance.transport import TRANSPORTS, Transport
 
 if TYPE_CHECKING:
     from conformance.adapters.e2e import E2ERun
+    from conformance.adapters.trace import TraceRun
     from conformance.pipeline import PipelineRun, Topology
     from conformance.schema.manifest import Manifest
 
@@ -60,6 +61,7 @@ CAPABILITIES: Mapping[str, str] = {
        for path in RECEIVE_PATHS},
     "e2e": "running its server with the IPC tap on through the fixed scenario (run_e2e)",
     "pipeline": "running the scenario through its own pipeline per transport and topology (run_pipeline)",
+    "trace": "its own tracing, enabled, across real processes: tokenizer manager, controller, scheduler (run_traced)",
 }
 OPTIONAL_CAPABILITIES = frozenset(CAPABILITIES)
 #: What an in-process Python implementation typically offers (the reference declares more).
@@ -226,6 +228,39 @@ class Adapter:
         ``Pipeline``, SPEC §16). Returns the run's record; a hop that died or hung is reported in
         ``errors``, never raised; leaves nothing running."""
         raise NotImplementedError
+
+    def run_pipelines(self, transport: Transport, topologies: Sequence["Topology"],
+                      workdir: Path) -> list["PipelineRun"]:
+        """run_pipeline for each topology, in order; an implementation whose runs share costly
+        set-up (one process for several topologies) overrides this instead."""
+        return [self.run_pipeline(transport, t, workdir / t.name) for t in topologies]
+
+    # -- its own tracing, enabled, across processes (conformance/adapters/trace.py) ----------
+    #: The module each process of the traced chain runs (``python -m <module> <role> <workdir>
+    #: <ipc_dir>``, see conformance/adapters/trace.py); None: no ``trace`` capability.
+    trace_driver: Optional[str] = None
+    #: Python source each traced process runs before its driver (a test hook that plants a defect).
+    trace_prelude: str = ""
+    trace_timeout_s: float = 120.0
+
+    def trace_env(self, transport: Transport) -> Mapping[str, str]:
+        """The environment that selects the transport, as the implementation's users set it."""
+        raise NotImplementedError
+
+    def run_traced(self, request: Any, transport: Transport, workdir: Path) -> "TraceRun":
+        """Run the implementation's own tracing, enabled, across three real processes (capability
+        "trace"; checks ``Trace.<Hop>.OneLinkedTrace``): the tokenizer manager opens the request's
+        trace context the engine's way from the client's traceparent, puts it in `request`'s time
+        stats and sends it with its own send; the data-parallel controller receives and unwraps it
+        with its own code, continues the trace and forwards it; a scheduler receives it and
+        continues the trace. Returns every span they exported. By default the processes run
+        ``trace_driver`` with ``trace_env(transport)``."""
+        from conformance.adapters.trace import run_chain
+
+        if self.trace_driver is None:
+            raise NotImplementedError(f"{type(self).__name__} sets no trace_driver")
+        return run_chain(self.trace_driver, self.trace_env(transport), workdir, request, prelude=self.trace_prelude,
+                         timeout_s=self.trace_timeout_s, transport=transport)
 
     @property
     def label(self) -> str:

@@ -53,7 +53,9 @@ class SGLangAdapter(Adapter):
     # receive path is not driven: its batch-output handler opens customized info into a local
     # that only waiting request states see (sglang_engine.py).
     capabilities = IN_PROCESS | {"receive_path.controller", "receive_path.scheduler", "receive_path.detokenizer",
-                                 "receive_path.unroutable", "pipeline"}
+                                 "receive_path.unroutable", "pipeline", "trace"}
+    # Its own tracing across real processes, each with SGLANG_USE_PICKLE_IPC set (sglang_trace.py).
+    trace_driver = "conformance.adapters.sglang_trace"
 
     def __init__(self) -> None:
         self._io: Any = importlib.import_module(MODULE)  # SGLang ships no type information
@@ -124,6 +126,9 @@ class SGLangAdapter(Adapter):
             value = self._io.sock_recv(sock)
         return self._unwrap_fields(value)
 
+    def trace_env(self, transport: str) -> Mapping[str, str]:
+        return {"SGLANG_USE_PICKLE_IPC": "1" if transport == "pickle" else "0"}
+
     # -- the engine's receive paths (sglang_engine.py) -------------------------------
     def receive_paths(self) -> Mapping[str, ReceivePath]:
         return {"controller": self._controller, "scheduler": self._scheduler, "unroutable": self._unroutable,
@@ -183,15 +188,21 @@ class SGLangAdapter(Adapter):
             return rig.through_detokenizer(self._sent_form(obj, transport))
 
     # -- its own pipeline (sglang_pipeline.py) -------------------------------------------
-    def run_pipeline(self, transport: str, topology: "Topology", workdir: Path) -> "PipelineRun":
-        """SGLang's own processes' code in one process per run, the transport selected by
-        SGLANG_USE_PICKLE_IPC in its environment (conformance/adapters/sglang_pipeline.py)."""
+    def run_pipelines(self, transport: str, topologies: Sequence["Topology"], workdir: Path) -> list["PipelineRun"]:
+        """SGLang's own processes' code, the topologies that spell the switch alike in one process
+        (SGLang read once), SGLANG_USE_PICKLE_IPC in its environment (sglang_pipeline.py)."""
         from conformance.pipeline import switch_value
         from conformance.pipeline_runner import run_module
 
-        return run_module("conformance.adapters.sglang_pipeline", transport, topology, workdir,
-                          env={"SGLANG_USE_PICKLE_IPC": switch_value(topology, transport)},
-                          not_driven=SGLANG_NOT_DRIVEN)
+        by_switch: dict[str, list[Topology]] = {}
+        for topology in topologies:
+            by_switch.setdefault(switch_value(topology, transport), []).append(topology)
+        runs: dict[str, PipelineRun] = {}
+        for switch, group in by_switch.items():
+            done = run_module("conformance.adapters.sglang_pipeline", transport, group, workdir / f"switch-{switch}",
+                              env={"SGLANG_USE_PICKLE_IPC": switch}, not_driven=SGLANG_NOT_DRIVEN)
+            runs.update((run.topology.name, run) for run in done)
+        return [runs[t.name] for t in topologies]
 
     # -- its own payloads --------------------------------------------------------------
     def payload_samples(self) -> Mapping[str, Sequence[Any]]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import math
 import os
@@ -35,7 +36,7 @@ import time
 import traceback
 from typing import Any, Optional
 
-from conformance.pipeline_tap import Tap, TappedSocket, drive, plain, received_form
+from conformance.pipeline_tap import Tap, TappedSocket, plain, received_form
 
 #: The tiny model every run serves: SGLang reads its config; the stub scheduler is its "forward".
 MODEL_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
@@ -152,6 +153,8 @@ class StubScheduler:
                 success=True, message=f"stub loaded {sizes}"), obj)
         elif isinstance(obj, io.FlushCacheReqInput):
             self.send_to_tokenizer.send_output(io.FlushCacheReqOutput(success=True), obj)
+        elif isinstance(obj, io.OpenSessionReqInput) and self.rank == 0:  # one answer a deployment
+            self.send_to_tokenizer.send_output(io.OpenSessionReqOutput(session_id=obj.session_id, success=True), obj)
 
     def _req(self, obj: Any) -> Any:
         """SGLang's Req for a received request, from the fields the scheduler's
@@ -163,7 +166,7 @@ class StubScheduler:
                   return_hidden_states=obj.return_hidden_states, http_worker_ipc=obj.http_worker_ipc,
                   time_stats=obj.time_stats, vocab_size=MODEL_CONFIG["vocab_size"], eos_token_ids={257})
         req.customized_info = {}
-        produced = {"tokens": [], "input_logprobs": None, "output_logprobs": [], "top_logprobs": [],
+        produced: dict[str, Any] = {"tokens": [], "input_logprobs": None, "output_logprobs": [], "top_logprobs": [],
                     "hidden_states": [], "customized": []}
         self.record["produced"][obj.rid] = produced
         if obj.return_logprob:
@@ -217,9 +220,14 @@ class StubScheduler:
 class _QuietWatchdog:
     """What the controller's event loop feeds every iteration: SGLang's soft watchdog only logs;
     this one also sleeps a little, so the non-blocking loop does not hold a core of a small
-    machine (the loop and its dispatch are unchanged)."""
+    machine, and ends the loop once its run is over (the loop and its dispatch are unchanged)."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
 
     def feed(self) -> None:
+        if self.stopping.is_set():
+            raise _Stop
         time.sleep(0.0005)
 
     @contextlib.contextmanager
@@ -235,20 +243,35 @@ class _ModelView:
 
 # -- the run ----------------------------------------------------------------------------------
 def main(config_path: str, out_path: str) -> int:
-    with open(config_path) as f:
-        config = json.load(f)
-    result: dict[str, Any] = {"hops": {}, "errors": []}
+    """Every run the file names, in order, in this process (SGLang is imported once); the
+    records are written after each run, so a run that hangs keeps those before it."""
     try:
-        result.update(run(config))
-    except BaseException:  # noqa: BLE001 - what the parent reports, naming the run
-        result["errors"].append(traceback.format_exc(limit=8))
-    with open(out_path, "w") as out:
-        json.dump(result, out)
+        with open(config_path) as f:
+            config = json.load(f)
+        runs, timeout_s = list(config["runs"]), float(config["timeout_s"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"sglang_pipeline: {config_path}: not a runs file ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+    records: list[dict[str, Any]] = []
+    for one in runs:
+        record: dict[str, Any] = {"topology": one["topology"]["name"], "hops": {}, "errors": []}
+        try:
+            record.update(run(one, timeout_s))
+        except BaseException:  # noqa: BLE001 - what the parent reports, naming the run
+            record["errors"].append(traceback.format_exc(limit=8))
+        records.append(record)
+        with open(out_path + ".part", "w") as out:
+            json.dump({"runs": records}, out)
+        os.replace(out_path + ".part", out_path)
     sys.stdout.flush()
     os._exit(0)  # SGLang's loop threads and sockets end with the process
 
 
-def run(config: dict[str, Any]) -> dict[str, Any]:
+def run(config: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+    """One topology's run: SGLang's objects built afresh on a newly published runtime context
+    and new socket names; those of an earlier run are stopped, or left blocked on sockets
+    nothing sends to."""
+    started = time.monotonic()
     import sglang.srt.managers.io_struct as io
     from sglang.srt import runtime_context
     from sglang.srt.server_args import PortArgs, ServerArgs
@@ -256,8 +279,9 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     folder = tempfile.mkdtemp(prefix="ipc-conformance-sglang-pipeline-")
     write_model(folder)
     topology = config["topology"]
-    dp_size = int(topology["dp_size"])
-    server_args = ServerArgs(model_path=folder, device="cpu", dp_size=dp_size,
+    runtime_context.reset_context()
+    dp_size, workers = int(topology["dp_size"]), int(topology["tokenizer_workers"])
+    server_args = ServerArgs(model_path=folder, device="cpu", dp_size=dp_size, tokenizer_worker_num=workers,
                              load_balance_method=topology["load_balance_method"], return_hidden_states_mode="full")
     runtime_context.publish(server_args, role="tokenizer")
     port_args = PortArgs.init_new(server_args)
@@ -267,21 +291,34 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     transport = "pickle" if io._USE_PICKLE_IPC else "msgpack"
 
     from sglang.srt.managers.detokenizer_manager import DetokenizerManager
-    from sglang.srt.managers.tokenizer_manager import TokenizerManager
 
-    tokenizer_manager = TokenizerManager(server_args, port_args)
+    # The tokenizer side's asyncio sockets belong to the loop the scenario runs on (a tokenizer
+    # worker sends its registration while it is built).
+    event_loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(event_loop)
     first = "scheduler_0" if dp_size == 1 else "controller"  # the process the tokenizer manager sends to
-    tokenizer_manager.send_to_scheduler = TappedSocket(tokenizer_manager.send_to_scheduler,
-                                                       first, tap)
-    tokenizer_manager.recv_from_detokenizer = TappedSocket(tokenizer_manager.recv_from_detokenizer,
-                                                           "tokenizer_manager", tap)
-    hops["tokenizer_manager"] = "TokenizerManager(server_args, port_args): its send and its output handler"
+    if workers == 1:
+        from sglang.srt.managers.tokenizer_manager import TokenizerManager
+
+        managers = [TokenizerManager(server_args, port_args)]
+        managers[0].send_to_scheduler = TappedSocket(managers[0].send_to_scheduler, first, tap)
+        managers[0].recv_from_detokenizer = TappedSocket(managers[0].recv_from_detokenizer, "tokenizer_manager", tap)
+        hops["tokenizer_manager"] = "TokenizerManager(server_args, port_args): its send and its output handler"
+    else:
+        managers = _tokenizer_workers(server_args, port_args, workers, first, tap)
+        hops["tokenizer_manager"] = (f"MultiTokenizerRouter and {workers} TokenizerWorkers (their own __init__, "
+                                     "sends, routing of outputs by http_worker_ipc, output handlers)")
 
     detokenizer = DetokenizerManager(server_args, port_args)
     detokenizer.recv_from_scheduler = TappedSocket(detokenizer.recv_from_scheduler, "detokenizer", tap)
-    detokenizer.send_to_tokenizer = TappedSocket(detokenizer.send_to_tokenizer, "tokenizer_manager", tap)
-    loops = [_thread(detokenizer.event_loop, "detokenizer")]
-    hops["detokenizer"] = "DetokenizerManager(server_args, port_args).event_loop"
+    if workers == 1:
+        detokenizer.send_to_tokenizer = TappedSocket(detokenizer.send_to_tokenizer, "tokenizer_manager", tap)
+        loops = [_thread(detokenizer.event_loop, "detokenizer")]
+        hops["detokenizer"] = "DetokenizerManager(server_args, port_args).event_loop"
+    else:
+        loops = [_thread(detokenizer.multi_http_worker_event_loop, "detokenizer")]
+        hops["detokenizer"] = ("DetokenizerManager(server_args, port_args).multi_http_worker_event_loop "
+                               "(outputs split per tokenizer worker)")
 
     ranks: list[StubScheduler] = []
     if dp_size == 1:
@@ -289,9 +326,10 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
     else:
         controller = _controller(server_args, port_args, tap)
         loops.append(_thread(controller.event_loop, "controller"))
+        loops[-1][1].stopping = controller.soft_watchdog.stopping
         hops["controller"] = f"DataParallelController.event_loop, load balance {controller.load_balance_method.name}"
-        for rank, rank_args in enumerate(controller.rank_port_args):
-            ranks.append(StubScheduler(rank, server_args, rank_args, tap, record, "controller"))
+        for dp_rank, rank_args in enumerate(controller.rank_port_args):
+            ranks.append(StubScheduler(dp_rank, server_args, rank_args, tap, record, "controller"))
     for rank in ranks:
         rank.thread.start()
     hops["scheduler"] = ("SchedulerIpcChannels.create, SchedulerRequestReceiver.recv_requests, "
@@ -302,25 +340,45 @@ def run(config: dict[str, Any]) -> dict[str, Any]:
         died = [f"scheduler rank {r.rank}" for r in ranks if r.error] + [n for n, loop in loops if loop.error]
         return ", ".join(died)
 
-    responses = asyncio.run(_drive(tokenizer_manager, config, float(config.get("timeout_s", 60)), dead))
+    built = time.monotonic()
+    try:
+        responses = event_loop.run_until_complete(_drive(managers, config, timeout_s, dead))
+    finally:
+        asyncio.set_event_loop(None)
     for rank in ranks:
         rank.stopping.set()
+    for _, loop in loops:
+        loop.stop()
     errors = [f"scheduler rank {r.rank}: {r.error}" for r in ranks if r.error]
     errors += [f"{name}: {loop.error}" for name, loop in loops if loop.error]
-    return {"selected": transport, "hops": hops, "responses": responses, **record,
+    phases = {"start": round(built - started, 2), "scenario": round(time.monotonic() - built, 2)}
+    return {"selected": transport, "hops": hops, "responses": responses, **record, "phases": phases,
             "links": tap.report(), "errors": errors}
 
 
 class _LoopThread(threading.Thread):
+    """An SGLang event loop on a thread; stop() ends it at its next watchdog feed (a loop blocked
+    on a socket nothing sends to stays blocked, using no CPU, until the process ends)."""
+
     def __init__(self, target: Any, name: str) -> None:
         super().__init__(name=name, daemon=True)
         self._fn, self.error = target, ""
+        self.stopping = threading.Event()
 
     def run(self) -> None:
         try:
             self._fn()
+        except _Stop:
+            pass
         except BaseException:  # noqa: BLE001 - the loop died: the run reports it, naming the hop
             self.error = traceback.format_exc(limit=6)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+class _Stop(BaseException):
+    """Ends an SGLang event loop from the watchdog it feeds."""
 
 
 def _thread(target: Any, name: str) -> tuple[str, _LoopThread]:
@@ -339,7 +397,7 @@ def _controller(server_args: Any, port_args: Any, tap: Tap) -> Any:
     from sglang.srt.server_args import PortArgs
     from sglang.srt.utils.network import get_zmq_socket
 
-    class Controller(DataParallelController):
+    class Controller(DataParallelController):  # type: ignore[misc]  # SGLang ships no type information
         def launch_dp_schedulers(self, server_args: Any, port_args: Any) -> None:
             self.rank_port_args = []
             for dp_rank in range(get_parallel().num_dp_ranks):
@@ -359,18 +417,117 @@ def _controller(server_args: Any, port_args: Any, tap: Tap) -> Any:
     return controller
 
 
-async def _drive(tokenizer_manager: Any, config: dict[str, Any], timeout_s: float,
-                 dead: Any) -> dict[str, Any]:
+async def _drive(managers: list[Any], config: dict[str, Any], timeout_s: float, dead: Any) -> dict[str, Any]:
     """The scenario through SGLang's own app: each request's JSON answer (or its stream's
-    chunks), in order."""
+    chunks). With one tokenizer manager the steps go one after another; with several tokenizer
+    workers, step i goes through worker i mod n and the requests are all in flight at once, so
+    the scheduler's batches mix the workers' requests (the app reads the worker that serves a
+    request from the global state: here one that answers for the request's own worker)."""
     import httpx
     from sglang.srt.entrypoints import http_server
 
+    serving: contextvars.ContextVar[Any] = contextvars.ContextVar("serving", default=managers[0])
     http_server.set_global_state(http_server._GlobalState(
-        tokenizer_manager=tokenizer_manager, template_manager=None, scheduler_info={}))
+        tokenizer_manager=managers[0] if len(managers) == 1 else _PerRequest(serving), template_manager=None,
+        scheduler_info={}))
     transport = httpx.ASGITransport(app=http_server.app)
+    responses: dict[str, Any] = {}
     async with httpx.AsyncClient(transport=transport, base_url="http://sglang", timeout=timeout_s) as client:
-        return await drive(client, config["scenario"], timeout_s, dead)
+        async def one(index: int, step: dict[str, Any]) -> None:
+            name, path, body = step["name"], step["path"], step["body"]
+            serving.set(managers[index % len(managers)])
+            if dead():
+                responses[name] = {"$error": f"not sent: {dead()} died"}
+                return
+            answer = await _answer(client.post(path, json=body), timeout_s, dead)
+            if isinstance(answer, str):
+                responses[name] = {"$error": f"no answer to {path}: {answer}"}
+                return
+            text = answer.text
+            if body.get("stream"):
+                chunks = [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
+                responses[name] = {"status": answer.status_code,
+                                   "chunks": [c if c == "[DONE]" else json.loads(c) for c in chunks]}
+            else:
+                with contextlib.suppress(ValueError):
+                    text = json.loads(text)
+                responses[name] = {"status": answer.status_code, "body": text}
+
+        steps = list(enumerate(config["scenario"]))
+        if len(managers) == 1:
+            for index, step in steps:
+                await one(index, step)
+        else:  # generation requests together, then the control requests in order
+            await asyncio.gather(*(one(i, step) for i, step in steps if step["path"] == "/generate"))
+            for index, step in steps:
+                if step["path"] != "/generate":
+                    await one(index, step)
+    return {step["name"]: responses[step["name"]] for _, step in steps}
+
+
+@contextlib.contextmanager
+def _tapped_sockets(module: Any, links: dict[str, str], tap: Tap) -> Any:
+    """While SGLang's code in ``module`` builds its sockets: each made by SGLang's get_zmq_socket
+    (its options, its endpoint), then seen by the tap under the name of its endpoint."""
+    make = module.get_zmq_socket
+
+    def tapped(context: Any, kind: Any, endpoint: str, bind: bool) -> Any:
+        return TappedSocket(make(context, kind, endpoint, bind), links[endpoint], tap)
+
+    module.get_zmq_socket = tapped
+    try:
+        yield
+    finally:
+        module.get_zmq_socket = make
+
+
+class _PerRequest:
+    """The tokenizer manager of the app's global state when several workers serve: each request
+    reaches the worker its task chose (real deployments run one app per worker process)."""
+
+    def __init__(self, serving: "contextvars.ContextVar[Any]") -> None:
+        self._serving = serving
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._serving.get(), name)
+
+
+def _tokenizer_workers(server_args: Any, port_args: Any, count: int, first: str, tap: Tap) -> list[Any]:
+    """SGLang's multi-tokenizer mode: its MultiTokenizerRouter (between the workers and the
+    scheduler, and back) and ``count`` TokenizerWorkers, each with its own IPC name, as its
+    launcher builds them (one process each there; one event loop here)."""
+    import copy
+
+    from sglang.srt.managers import multi_tokenizer_mixin as mixin
+    from sglang.srt.managers import tokenizer_manager
+
+    # The router starts its loops inside __init__, and a worker sends its registration from its
+    # own: their sockets are tapped as SGLang's get_zmq_socket makes them.
+    links = {port_args.tokenizer_ipc_name: "router", port_args.scheduler_input_ipc_name: first,
+             port_args.tokenizer_worker_ipc_name: "router_from_workers"}
+    router = mixin.MultiTokenizerRouter
+    with _tapped_sockets(mixin, links, tap):
+        router(server_args, port_args)
+    workers = []
+    for index in range(count):
+        worker_args = copy.copy(port_args)
+        worker_args.tokenizer_ipc_name = f"ipc://{tempfile.NamedTemporaryFile(delete=False).name}"
+        with _tapped_sockets(tokenizer_manager, {**links, worker_args.tokenizer_ipc_name: f"tokenizer_worker_{index}"},
+                             tap):
+            workers.append(mixin.get_tokenizer_worker_class(server_args)(server_args, worker_args))
+    return workers
+
+
+async def _answer(request: Any, timeout_s: float, dead: Any) -> Any:
+    """The response, or why there is none: the bound passed, or a hop died meanwhile."""
+    task = asyncio.ensure_future(request)
+    deadline = time.monotonic() + timeout_s
+    while not task.done():
+        if time.monotonic() > deadline or dead():
+            task.cancel()
+            return f"{dead()} died" if dead() else f"none within {timeout_s} s"
+        await asyncio.sleep(0.02)
+    return task.result()
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """Differential pipeline runs: the scenario through the implementation's own pipeline, under
 each transport and in each topology (conformance/pipeline.py; SPEC §16, R-PIPE-*).
 
-Capability ``pipeline`` (others skip). The runs are made once per session, on first use, two
-at a time; every check of a run judges the same record.
+Capability ``pipeline`` (others skip). The runs are made once per session, on first use, the
+transports side by side; every check of a run judges the same record.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from conformance.plugin import check
 from conformance.suite.capability import require
 from conformance.suite.failure import Failure, raise_failure
 
-#: Runs in flight at once: each is a process of its own (the engine's imports dominate).
+#: Transports whose runs are made side by side (an implementation's runs are processes).
 PARALLEL_RUNS = 2
 _RUNS: dict[tuple[str, str], pipeline.PipelineRun] = {}
 _LOCK = threading.Lock()
@@ -29,24 +29,25 @@ def _topologies(ipc: Any) -> list[str]:
 
 
 def _all_runs(ipc: Any, tmp_path_factory: Any) -> dict[tuple[str, str], pipeline.PipelineRun]:
-    """Every (topology, transport) run, made together the first time a check asks."""
+    """Every (topology, transport) run, made together the first time a check asks: each
+    transport's runs on a thread of their own (the adapter's run_pipelines)."""
     with _LOCK:
         if not _RUNS:
-            todo = [(t, transport) for t in pipeline.TOPOLOGIES for transport in ipc.transports]
-
-            def one(job: tuple[pipeline.Topology, str]) -> pipeline.PipelineRun:
-                topology, transport = job
-                workdir = tmp_path_factory.mktemp(f"pipeline-{topology.name}-{transport}")
+            def runs_of(transport: str) -> list[pipeline.PipelineRun]:
+                workdir = tmp_path_factory.mktemp(f"pipeline-{transport}")
                 try:
-                    return ipc.adapter.run_pipeline(transport, topology, workdir)
-                except Exception as exc:  # noqa: BLE001 - every check of this run reports it
-                    failed = pipeline.PipelineRun(transport=transport, topology=topology)
-                    failed.errors.append(f"run_pipeline raised {type(exc).__name__}: {exc}")
+                    made: list[pipeline.PipelineRun] = ipc.adapter.run_pipelines(transport, pipeline.TOPOLOGIES,
+                                                                                 workdir)
+                    return made
+                except Exception as exc:  # noqa: BLE001 - every check of these runs reports it
+                    failed = [pipeline.PipelineRun(transport=transport, topology=t) for t in pipeline.TOPOLOGIES]
+                    for run in failed:
+                        run.errors.append(f"run_pipelines raised {type(exc).__name__}: {exc}")
                     return failed
 
             with concurrent.futures.ThreadPoolExecutor(PARALLEL_RUNS) as pool:
-                for (topology, transport), run in zip(todo, pool.map(one, todo)):
-                    _RUNS[(topology.name, transport)] = run
+                for runs in pool.map(runs_of, ipc.transports):
+                    _RUNS.update(((run.topology.name, run.transport), run) for run in runs)
         return _RUNS
 
 

@@ -46,7 +46,7 @@ from .protocol import EncodeSpec, GenerateSpec, RequestError
 from .stub_model import is_stub
 from .tap import Tap
 from .tokenizer import ByteTokenizer
-from .tracing import ReqTimeStats, Tracing
+from .tracing import ReqTimeStats, Tracing, open_request_trace
 
 logger = logging.getLogger(__name__)
 
@@ -344,12 +344,10 @@ class TokenizerManager:
         rid = rid or uuid.uuid4().hex
         if rid in self.states:
             raise RequestError(f"rid: a request with rid {rid!r} is already running", param="rid")
-        stats = ReqTimeStats(rid=rid, external_trace_header=trace_header, trace_carrier=dict(trace_header or {}))
-        stats.mark("created")
+        stats, span = open_request_trace(self.tracing, rid, trace_header, kind=kind, transport=self.config.transport,
+                                         prompt_tokens=len(spec.input_ids))
         state = ReqState(rid=rid, spec=spec, stats=stats)
-        state.span = self.tracing.start_span("tokenizer_manager.request", trace_header, rid=rid, kind=kind,
-                                             transport=self.config.transport, prompt_tokens=len(spec.input_ids))
-        stats.trace_carrier = Tracing.carrier(state.span, trace_header)
+        state.span = span
         self.states[rid] = state
         return state
 

@@ -188,3 +188,14 @@ class Tracing:
     def shutdown(self) -> None:
         if self._provider is not None:
             self._provider.shutdown()
+
+
+def open_request_trace(tracing: Tracing, rid: str, trace_header: Optional[dict[str, str]],
+                       **attributes: Any) -> tuple[ReqTimeStats, Optional[trace_api.Span]]:
+    """The tokenizer manager's start of a request: its time stats and its span, a child of the
+    client's span (trace_header: its W3C headers), whose carrier the time stats take along."""
+    stats = ReqTimeStats(rid=rid, external_trace_header=trace_header, trace_carrier=dict(trace_header or {}))
+    stats.mark("created")
+    span = tracing.start_span("tokenizer_manager.request", trace_header, rid=rid, **attributes)
+    stats.trace_carrier = Tracing.carrier(span, trace_header)
+    return stats, span

@@ -1,4 +1,5 @@
-"""python -m reference_tools.proof table [--check] | mutation [NAME ...] [-k SELECTION] [--out FILE]"""
+"""python -m reference_tools.proof table [--check] | mutation [NAME ...] [-k SELECTION] [--out FILE]
+| sglang-mutants [--only NAME] [--select K] [--out FILE] (in an environment with SGLang: tox -e upstream-mutants)"""
 
 from __future__ import annotations
 
@@ -19,6 +20,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     mutation.add_argument("-k", dest="selection", help="only the checks of this -k selection")
     mutation.add_argument("--out", type=Path, help="write here instead of docs/mutation.md")
     mutation.add_argument("--workers", type=int, default=2)
+    sub.add_parser("sglang-mutants", help="bugs planted into the installed SGLang's own source (its own options)",
+                   add_help=False)
+    if argv is None:
+        argv = sys.argv[1:]
+    if list(argv[:1]) == ["sglang-mutants"]:
+        from reference_tools.proof.sglang_mutants import main as sglang_main
+
+        return sglang_main(list(argv[1:]))
     args = parser.parse_args(argv)
     if args.command == "mutation":
         from reference_tools.proof.mutation import main as mutation_main

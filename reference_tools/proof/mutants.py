@@ -1141,6 +1141,63 @@ class NestedMapsNotDecoded(Mutant):
         return _nested_maps_left_encoded(got) if transport == "msgpack" else got
 
 
+class _TracedEngine(Mutant):
+    """A bug planted in the engine's tracing in every process of the traced chain (run_traced):
+    ``trace_prelude`` runs in each before the engine's code."""
+
+    kind = "trace"
+
+
+class TraceCarrierFromCurrentContext(_TracedEngine):
+    """The carrier a process puts in the time stats is the sending thread's current context, not
+    the request's span (nothing is current: it is empty), so the next process starts a new trace
+    (R-TRACE-4; SGLang's TraceReqContext.__getstate__ with propagate.inject(carrier))."""
+
+    trace_prelude = """
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from reference_impl.engine import tracing as _tracing
+def _carrier(span, fallback=None):
+    if span is None:
+        return dict(fallback or {})
+    out = {}
+    TraceContextTextMapPropagator().inject(out)  # the current context, not the span's
+    return out
+_tracing.Tracing.carrier = staticmethod(_carrier)
+"""
+
+
+class TraceCarrierDroppedOnReceive(_TracedEngine):
+    """A receiving process opens its span without the carrier it received (a new trace), as
+    SGLang's TraceReqContext.__setstate__ would if it dropped root_span_context (R-TRACE-4)."""
+
+    trace_prelude = """
+from reference_impl.engine import tracing as _tracing
+_start_span = _tracing.Tracing.start_span
+def _without_carrier(self, name, carrier, **attributes):
+    return _start_span(self, name, None if self.process != "tokenizer_manager" else carrier, **attributes)
+_tracing.Tracing.start_span = _without_carrier
+"""
+
+
+class TraceCarrierNotAdvanced(_TracedEngine):
+    """A process that forwards a request opens its span but sends the carrier it received on,
+    not its own span's: the next process's span skips it (R-TRACE-4, R-TRACE-1)."""
+
+    trace_prelude = """
+import contextlib
+from reference_impl.engine import tracing as _tracing
+@contextlib.contextmanager
+def _step(self, name, stats, **attributes):
+    span = self.start_span(name, stats.trace_carrier if stats else None, **attributes)
+    try:
+        yield span
+    finally:
+        if span is not None:
+            span.end()  # stats.trace_carrier stays the received one
+_tracing.Tracing.step = _step
+"""
+
+
 # -- decoders that check less than R-EXT-3 and R-TEN-1 ask ---------------------------------
 class NdarrayDtypeChecksSkipped(Mutant):
     """Any dtype numpy can build is read from the raw bytes, padded or cut to fit: object,

@@ -216,6 +216,12 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(MUTANTS, "MmDataOnInstance", "Required.EnginePayload.mm_items.StateKept.pickle",
        "Required.EnginePayload.mm_items.StateKept.msgpack"),
     _v(MUTANTS, "NestedMapsNotDecoded", "Required.EnginePayload.mm_items.StateKept.msgpack"),
+    # -- the engine's own tracing, enabled, across processes (run_traced)
+    _v(MUTANTS, "TraceCarrierFromCurrentContext", "Required.Trace.Controller.OneLinkedTrace.msgpack",
+       "Required.Trace.Scheduler.OneLinkedTrace.pickle"),
+    _v(MUTANTS, "TraceCarrierDroppedOnReceive", "Required.Trace.Controller.OneLinkedTrace.pickle",
+       "Required.Trace.Scheduler.OneLinkedTrace.msgpack"),
+    _v(MUTANTS, "TraceCarrierNotAdvanced", "Required.Trace.Scheduler.OneLinkedTrace.msgpack"),
     _v(MUTANTS, "NdarraysShareReceiveBuffer", "Required.TensorMemory.ndarray.OwnsMemory.msgpack"),
     _testee("colliding-keys", "Required.Accepts.DumperControlReqInput.CollidingKeysNotWritten"),
     # -- the implementation's own pipeline (R-PIPE): the engine's source edited in every process
@@ -431,6 +437,8 @@ PROOFS: dict[str, Proof] = {
     "R-TRACE-1a": P(("DropsTraceUnderMsgpack",), (_t("WrapperContentsLost"),)),
     "R-TRACE-2a": P(("DropsTraceUnderMsgpack",), (_t("WrapperContentsLost"),)),
     "R-TRACE-3a": P(("DropsTraceUnderMsgpack",), (_t("WrapperContentsLost"),)),
+    "R-TRACE-4a": P(("TraceCarrierFromCurrentContext", "TraceCarrierDroppedOnReceive", "TraceCarrierNotAdvanced"),
+                    no_testee="engine"),
     "R-NORM-1a": P(("KeepsRequiresGradUnderPickle",), (_t("PickleNormalizesLikeMsgpack"),)),
     "R-NORM-2a": P(("PickleNormalizesLikeMsgpack",), (_t("PickleNormalizesLikeMsgpack"),)),
     "R-TRN-2a": P(("SplitsMessageIntoFrames",), no_testee="process"),
