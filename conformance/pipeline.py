@@ -55,6 +55,12 @@ class Topology:
     def as_config(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The adapter capabilities beyond ``pipeline`` this topology needs (without them its
+        checks are skipped, naming what is missing, and its runs are not made)."""
+        return ("pipeline.tokenizer_workers",) if self.tokenizer_workers > 1 else ()
+
 
 TOPOLOGIES: tuple[Topology, ...] = (
     Topology("dp1", large=True),

@@ -29,7 +29,8 @@ class ReferenceAdapter(Adapter):
     catalogue_module = "reference_impl.io_struct"
     catalogue_options = {"union_attr": "CUSTOM_MESSAGE_TYPES", "array_typecode": "q"}
     refusal_errors = (WireError,)  # the codec's one error, for every input it refuses
-    capabilities = OPTIONAL_CAPABILITIES  # every one: the reference is what the suite is checked on
+    # Every one but several tokenizer workers: the reference engine has one tokenizer manager.
+    capabilities = OPTIONAL_CAPABILITIES - {"pipeline.tokenizer_workers"}
     # Its own tracing across real processes, each with IPC_TRANSPORT set (reference_tools/trace_hops.py).
     trace_driver = "reference_tools.trace_hops"
 
@@ -151,21 +152,32 @@ class ReferenceAdapter(Adapter):
         return self._codec.decode_frames(frames, transport, allow_pickle=True, unwrap_wrappers=False)
 
     def run_pipeline(self, transport: str, topology: "Topology", workdir: Path) -> "PipelineRun":
+        return self.run_pipelines(transport, [topology], workdir)[0]
+
+    def run_pipelines(self, transport: str, topologies: Sequence["Topology"], workdir: Path) -> list["PipelineRun"]:
         """The scenario through the engine's own server and processes (reference_tools/pipeline_driver.py),
-        --model stub, the transport chosen by SGLANG_USE_PICKLE_IPC spelled as the topology says;
-        then what the engine's tap recorded (received, produced, links)."""
+        --model stub, the transport chosen by SGLANG_USE_PICKLE_IPC spelled as each topology says
+        (the topologies that spell it alike in one driver process, a server each); then what the
+        engine's tap recorded in each run (received, produced, links)."""
         from conformance.pipeline import switch_value
         from conformance.pipeline_runner import run_module
         from reference_tools.pipeline_driver import records
 
-        env = {"SGLANG_USE_PICKLE_IPC": switch_value(topology, transport), **self.pipeline_env(workdir)}
-        run = run_module("reference_tools.pipeline_driver", transport, topology, workdir, env=env,
-                         not_driven=PIPELINE_NOT_DRIVEN)
-        tap_dir = workdir / "tap"
-        if tap_dir.is_dir():
-            found = records(tap_dir)
-            run.received, run.produced, run.links = found["received"], found["produced"], found["links"]
-        return run
+        by_switch: dict[str, list[Topology]] = {}
+        for topology in topologies:
+            by_switch.setdefault(switch_value(topology, transport), []).append(topology)
+        runs: dict[str, PipelineRun] = {}
+        for switch, group in by_switch.items():
+            folder = workdir / f"switch-{switch}"
+            env = {"SGLANG_USE_PICKLE_IPC": switch, **self.pipeline_env(folder)}
+            for run in run_module("reference_tools.pipeline_driver", transport, group, folder, env=env,
+                                  not_driven=PIPELINE_NOT_DRIVEN):
+                tap_dir = folder / f"run-{run.topology.name}" / "tap"
+                if tap_dir.is_dir():
+                    found = records(tap_dir)
+                    run.received, run.produced, run.links = found["received"], found["produced"], found["links"]
+                runs[run.topology.name] = run
+        return [runs[t.name] for t in topologies]
 
     def pipeline_env(self, workdir: Path) -> dict[str, str]:
         """More environment for a pipeline run's processes (the proof's engine mutants plant here)."""

@@ -74,34 +74,53 @@ def server_command(topology: dict[str, Any], port: int, tap_dir: Path, request_t
 
 
 def main(config_path: str, out_path: str) -> int:
-    config = json.loads(Path(config_path).read_text())
+    """Every run the file names, in order, each with a server of its own (its topology is the
+    server's launch options); the records are written after each run, so a run that hangs keeps
+    those before it."""
+    try:
+        config = json.loads(Path(config_path).read_text())
+        runs, timeout_s = list(config["runs"]), float(config["timeout_s"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"pipeline_driver: {config_path}: not a runs file ({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
     workdir = Path(out_path).parent
-    result: dict[str, Any] = {"hops": {}, "errors": []}
+    records: list[dict[str, Any]] = []
+    for one in runs:
+        records.append(run_one(one, timeout_s, workdir / f"run-{one['topology']['name']}"))
+        Path(out_path + ".part").write_text(json.dumps({"runs": records}))
+        os.replace(out_path + ".part", out_path)
+    return 0
+
+
+def run_one(config: dict[str, Any], timeout_s: float, workdir: Path) -> dict[str, Any]:
+    """One topology: the server started, the scenario driven, the server stopped."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {"topology": config["topology"]["name"], "hops": {}, "errors": []}
     server: Optional[subprocess.Popen[bytes]] = None
     began = time.monotonic()
+    name = config["topology"]["name"]
     try:
-        server, url = start(config, workdir)
-        print(f"server healthy after {time.monotonic() - began:.1f} s", flush=True)
-        result.update(run(config, server, url, workdir))
-        print(f"scenario answered after {time.monotonic() - began:.1f} s", flush=True)
+        server, url = start(config, timeout_s, workdir)
+        print(f"{name}: server healthy after {time.monotonic() - began:.1f} s", flush=True)
+        result.update(run(config, timeout_s, server, url, workdir))
+        print(f"{name}: scenario answered after {time.monotonic() - began:.1f} s", flush=True)
     except BaseException:  # noqa: BLE001 - what the parent reports, naming the run
         result["errors"].append(traceback.format_exc(limit=4))
     finally:
         if server is not None:
             stop(server, result)
-            print(f"server stopped after {time.monotonic() - began:.1f} s", flush=True)
-    Path(out_path).write_text(json.dumps(result))
-    return 0
+            print(f"{name}: server stopped after {time.monotonic() - began:.1f} s", flush=True)
+    return result
 
 
-def start(config: dict[str, Any], workdir: Path) -> tuple["subprocess.Popen[bytes]", str]:
+def start(config: dict[str, Any], timeout_s: float, workdir: Path) -> tuple["subprocess.Popen[bytes]", str]:
     """The engine's server, healthy, and its URL."""
     import httpx
 
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "IPC_TRANSPORT"}  # the run's switch decides
     log = open(workdir / "server.log", "wb")
-    request_timeout_s = min(ENGINE_REQUEST_TIMEOUT_S, float(config["timeout_s"]))
+    request_timeout_s = min(ENGINE_REQUEST_TIMEOUT_S, timeout_s)
     server = subprocess.Popen(server_command(config["topology"], port, workdir / "tap", request_timeout_s),
                               stdout=log, stderr=subprocess.STDOUT, env=env)
     url = f"http://127.0.0.1:{port}"
@@ -125,13 +144,13 @@ def start(config: dict[str, Any], workdir: Path) -> tuple["subprocess.Popen[byte
         raise
 
 
-def run(config: dict[str, Any], server: "subprocess.Popen[bytes]", url: str, workdir: Path) -> dict[str, Any]:
+def run(config: dict[str, Any], timeout_s: float, server: "subprocess.Popen[bytes]", url: str,
+        workdir: Path) -> dict[str, Any]:
     import httpx
 
     from conformance.pipeline_tap import drive
 
     info = httpx.get(url + "/get_server_info", timeout=10).json()
-    timeout_s = float(config["timeout_s"])
 
     def dead() -> str:
         return f"the reference server (exit {server.returncode}: {_tail(workdir / 'server.log')})" \

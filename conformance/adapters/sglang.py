@@ -53,7 +53,8 @@ class SGLangAdapter(Adapter):
     # receive path is not driven: its batch-output handler opens customized info into a local
     # that only waiting request states see (sglang_engine.py).
     capabilities = IN_PROCESS | {"receive_path.controller", "receive_path.scheduler", "receive_path.detokenizer",
-                                 "receive_path.unroutable", "pipeline", "trace"}
+                                 "receive_path.unroutable", "pipeline",
+                                 "pipeline.tokenizer_workers", "trace"}
     # Its own tracing across real processes, each with SGLANG_USE_PICKLE_IPC set (sglang_trace.py).
     trace_driver = "conformance.adapters.sglang_trace"
 

@@ -20,6 +20,7 @@ from conformance.suite.failure import Failure, raise_failure
 
 #: Transports whose runs are made side by side (an implementation's runs are processes).
 PARALLEL_RUNS = 2
+_TOPOLOGY = {t.name: t for t in pipeline.TOPOLOGIES}
 _RUNS: dict[tuple[str, str], pipeline.PipelineRun] = {}
 _LOCK = threading.Lock()
 
@@ -33,14 +34,15 @@ def _all_runs(ipc: Any, tmp_path_factory: Any) -> dict[tuple[str, str], pipeline
     transport's runs on a thread of their own (the adapter's run_pipelines)."""
     with _LOCK:
         if not _RUNS:
+            offered = [t for t in pipeline.TOPOLOGIES if all(ipc.adapter.supports(n) for n in t.needs)]
+
             def runs_of(transport: str) -> list[pipeline.PipelineRun]:
                 workdir = tmp_path_factory.mktemp(f"pipeline-{transport}")
                 try:
-                    made: list[pipeline.PipelineRun] = ipc.adapter.run_pipelines(transport, pipeline.TOPOLOGIES,
-                                                                                 workdir)
+                    made: list[pipeline.PipelineRun] = ipc.adapter.run_pipelines(transport, offered, workdir)
                     return made
                 except Exception as exc:  # noqa: BLE001 - every check of these runs reports it
-                    failed = [pipeline.PipelineRun(transport=transport, topology=t) for t in pipeline.TOPOLOGIES]
+                    failed = [pipeline.PipelineRun(transport=transport, topology=t) for t in offered]
                     for run in failed:
                         run.errors.append(f"run_pipelines raised {type(exc).__name__}: {exc}")
                     return failed
@@ -54,7 +56,7 @@ def _all_runs(ipc: Any, tmp_path_factory: Any) -> dict[tuple[str, str], pipeline
 @pytest.fixture(scope="session")
 def pipeline_run(ipc, tmp_path_factory):
     def get(topology: str, transport: str) -> pipeline.PipelineRun:
-        require(ipc, "pipeline")
+        require(ipc, "pipeline", *_TOPOLOGY[topology].needs)
         return _all_runs(ipc, tmp_path_factory)[(topology, transport)]
 
     return get

@@ -4,7 +4,8 @@
         --> one scheduler (routed_dp_rank if given, else the load-balance method's choice)
     tokenizer manager --BatchTokenizedGenerateReqInput / BatchTokenizedEmbeddingReqInput--> controller
         --> one scheduler, the batch whole (the routed_dp_rank its requests agree on, else the method's)
-    tokenizer manager --AbortReq / FlushCacheReqInput / UpdateWeightsFromTensorReqInput--> controller
+    tokenizer manager --AbortReq / FlushCacheReqInput / UpdateWeightsFromTensorReqInput / Open- and
+                        CloseSessionReqInput / Pause- and ContinueGenerationReqInput--> controller
         --> every scheduler
     controller --AbortReq (routing errors)--> tokenizer manager
 
@@ -39,7 +40,11 @@ from reference_impl.io_struct import (
     AbortReq,
     BatchTokenizedEmbeddingReqInput,
     BatchTokenizedGenerateReqInput,
+    CloseSessionReqInput,
+    ContinueGenerationReqInput,
     FlushCacheReqInput,
+    OpenSessionReqInput,
+    PauseGenerationReqInput,
     TokenizedEmbeddingReqInput,
     TokenizedGenerateReqInput,
     UpdateWeightsFromTensorReqInput,
@@ -55,7 +60,8 @@ logger = logging.getLogger(__name__)
 
 ROUTED = (TokenizedGenerateReqInput, TokenizedEmbeddingReqInput)
 ROUTED_BATCHES = (BatchTokenizedGenerateReqInput, BatchTokenizedEmbeddingReqInput)
-BROADCAST = (AbortReq, FlushCacheReqInput, UpdateWeightsFromTensorReqInput)
+BROADCAST = (AbortReq, FlushCacheReqInput, UpdateWeightsFromTensorReqInput, OpenSessionReqInput, CloseSessionReqInput,
+             PauseGenerationReqInput, ContinueGenerationReqInput)
 
 
 def unwrap_on_receive(obj: Any, transport: str) -> Any:

@@ -24,6 +24,13 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reference_impl.io_struct import (
+    CloseSessionReqInput,
+    ContinueGenerationReqInput,
+    OpenSessionReqInput,
+    PauseGenerationReqInput,
+)
+
 from . import protocol
 from .http_stream import (
     ClientGone,
@@ -145,6 +152,29 @@ def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = 
     async def flush_cache() -> Response:
         success, message = await tm.flush_cache()
         return JSONAnswer({"success": success, "message": message}, status_code=200 if success else 400)
+
+    @app.api_route("/open_session", methods=["POST"])
+    async def open_session(request: Request) -> Response:
+        obj = protocol.control_request(OpenSessionReqInput, await request.body())
+        success, session_id = await tm.open_session(obj)
+        if not success:
+            raise RequestError(f"session_id: session {session_id!r} is already open", param="session_id")
+        return JSONAnswer(session_id)
+
+    @app.post("/close_session")
+    async def close_session(request: Request) -> Response:
+        await tm.broadcast(protocol.control_request(CloseSessionReqInput, await request.body()))
+        return Response(status_code=200)
+
+    @app.post("/pause_generation")
+    async def pause_generation(request: Request) -> Response:
+        await tm.broadcast(protocol.control_request(PauseGenerationReqInput, await request.body()))
+        return JSONAnswer({"message": "Generation paused successfully."})
+
+    @app.post("/continue_generation")
+    async def continue_generation(request: Request) -> Response:
+        await tm.broadcast(protocol.control_request(ContinueGenerationReqInput, await request.body()))
+        return JSONAnswer({"message": "Generation continued successfully."})
 
     @app.post("/update_weights_from_tensor")
     async def update_weights_from_tensor(request: Request) -> Response:

@@ -303,6 +303,18 @@ def encode_specs(req: EncodeRequest, tokenizer: Any, vocab_size: int,
     return specs, is_batch
 
 
+# -- control requests ---------------------------------------------------------------
+def control_request(struct: type[Any], body: bytes) -> Any:
+    """A control message of the catalogue from its JSON body (strict: unknown keys and wrong types
+    refused naming the field); rid and http_worker_ipc are the server's, not the client's."""
+    try:
+        obj = TypeAdapter(struct).validate_json(body or b"{}", strict=True)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    obj.rid = obj.http_worker_ipc = None
+    return obj
+
+
 # -- weight updates ------------------------------------------------------------------
 _update_adapter = TypeAdapter(UpdateWeightsFromTensorReqInput)
 

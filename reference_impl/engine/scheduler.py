@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import uuid
 from array import array
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -32,8 +33,13 @@ from reference_impl.io_struct import (
     BatchTokenIDOutput,
     BatchTokenizedEmbeddingReqInput,
     BatchTokenizedGenerateReqInput,
+    CloseSessionReqInput,
+    ContinueGenerationReqInput,
     FlushCacheReqInput,
     FlushCacheReqOutput,
+    OpenSessionReqInput,
+    OpenSessionReqOutput,
+    PauseGenerationReqInput,
     SamplingParams,
     TokenizedEmbeddingReqInput,
     TokenizedGenerateReqInput,
@@ -127,6 +133,8 @@ class Scheduler:
         self.running: list[Req] = []
         self.done: list[Req] = []  # finished outside a step (aborts): emitted with the next outputs
         self.rng = random.Random(os.getpid())
+        self.sessions: dict[str, int] = {}  # open session id -> its capacity_of_str_len
+        self.paused = False  # PauseGenerationReqInput: no step runs until ContinueGenerationReqInput
 
         self.ctx = zmq.Context()
         self.tap = Tap(config.tap_dir, self.name)
@@ -141,7 +149,9 @@ class Scheduler:
     def event_loop(self) -> None:
         while True:
             self.recv_requests()
-            if self.waiting and self.free_slots:
+            if self.paused:  # no step; requests a pause aborted still go out below
+                pass
+            elif self.waiting and self.free_slots:
                 self.run_prefill()
             elif self.running:
                 try:
@@ -153,7 +163,7 @@ class Scheduler:
             self.send_outputs()
 
     def recv_requests(self) -> None:
-        timeout = 0 if (self.waiting or self.running) else IDLE_POLL_MS
+        timeout = 0 if (self.waiting or self.running) and not self.paused else IDLE_POLL_MS
         while True:
             try:
                 obj = self.receiver.recv(timeout_ms=timeout)
@@ -184,6 +194,14 @@ class Scheduler:
             self.to_tokenizer.send(self.flush_cache(obj))
         elif isinstance(obj, UpdateWeightsFromTensorReqInput):
             self.to_tokenizer.send(self.update_weights(obj))
+        elif isinstance(obj, OpenSessionReqInput):
+            self.to_tokenizer.send(self.open_session(obj))
+        elif isinstance(obj, CloseSessionReqInput):
+            self.sessions.pop(obj.session_id, None)
+        elif isinstance(obj, PauseGenerationReqInput):
+            self.pause(obj)
+        elif isinstance(obj, ContinueGenerationReqInput):
+            self.paused = False
         else:
             raise TypeError(f"{self.name} does not handle {type(obj).__name__}")
 
@@ -571,6 +589,21 @@ class Scheduler:
         logger.info("%s: updated %d tensors (version %s)", self.name, len(tensors), obj.weight_version)
         return UpdateWeightsFromTensorReqOutput(rid=obj.rid, success=True,
                                                 message=f"{self.name}: updated {len(tensors)} tensors")
+
+    def open_session(self, obj: OpenSessionReqInput) -> OpenSessionReqOutput:
+        """A session id this rank knows from now on (a fresh one when none is given)."""
+        session_id = obj.session_id or uuid.uuid4().hex
+        if session_id in self.sessions:
+            return OpenSessionReqOutput(rid=obj.rid, session_id=session_id, success=False)
+        self.sessions[session_id] = obj.capacity_of_str_len
+        return OpenSessionReqOutput(rid=obj.rid, session_id=session_id, success=True)
+
+    def pause(self, obj: PauseGenerationReqInput) -> None:
+        """in_place and retract keep the requests (this engine holds no KV cache to retract);
+        abort ends them all first."""
+        if obj.mode == "abort":
+            self.abort(AbortReq(abort_all=True, abort_message="aborted by a pause"))
+        self.paused = True
 
     def close(self) -> None:
         if self.stub is not None:

@@ -19,7 +19,7 @@ import time
 import uuid
 from array import array
 from dataclasses import asdict, dataclass, field
-from typing import Any, AsyncGenerator, Callable, Optional, Sequence, Union
+from typing import Any, AsyncGenerator, Callable, Optional, Sequence, Union, cast
 
 import torch
 import zmq.asyncio
@@ -32,6 +32,8 @@ from reference_impl.io_struct import (
     BatchStrOutput,
     FlushCacheReqInput,
     FlushCacheReqOutput,
+    OpenSessionReqInput,
+    OpenSessionReqOutput,
     SamplingParams,
     TokenizedEmbeddingReqInput,
     TokenizedGenerateReqInput,
@@ -68,7 +70,7 @@ class EngineError(Exception):
 
 LOGPROB_FIELDS = ("input_token_logprobs", "output_token_logprobs", "input_top_logprobs", "output_top_logprobs",
                   "input_token_ids_logprobs", "output_token_ids_logprobs")
-ControlReply = Union[FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput]
+ControlReply = Union[FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput, OpenSessionReqOutput]
 
 
 @dataclass
@@ -192,7 +194,7 @@ class TokenizerManager:
             self._handle_str_output(obj)
         elif isinstance(obj, BatchEmbeddingOutput):
             self._handle_embedding_output(obj)
-        elif isinstance(obj, (FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput)):
+        elif isinstance(obj, (FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput, OpenSessionReqOutput)):
             pending = self.pending.get(obj.rid) if obj.rid is not None else None
             if pending is not None and not pending.future.done():
                 pending.replies.append(obj)
@@ -449,14 +451,26 @@ class TokenizerManager:
     async def flush_cache(self) -> tuple[bool, str]:
         """Success: one message whatever the number of ranks; else what each failing rank said
         (sorted: replies arrive in any order)."""
-        replies = await self._control(FlushCacheReqInput())
+        replies = cast("list[FlushCacheReqOutput]", await self._control(FlushCacheReqInput()))
         failed = sorted(r.message for r in replies if not r.success)
         return not failed, "; ".join(failed) if failed else "cache flushed"
+
+    async def open_session(self, obj: OpenSessionReqInput) -> tuple[bool, Optional[str]]:
+        """Every rank opens it (a request of the session may go to any rank): its id, or failure."""
+        obj.session_id = obj.session_id or uuid.uuid4().hex
+        replies = await self._control(obj)
+        return all(r.success for r in replies), obj.session_id
+
+    async def broadcast(self, obj: Any) -> None:
+        """A control message every rank acts on without a reply (close a session, pause and
+        continue generation), sent in order behind what was sent before."""
+        self.check_healthy()
+        await self.sender.send(obj)
 
     async def update_weights_from_tensor(self, obj: UpdateWeightsFromTensorReqInput) -> tuple[bool, str]:
         assert self._weights_lock is not None, "start() creates the lock"
         async with self._weights_lock:
-            replies = await self._control(obj)
+            replies = cast("list[UpdateWeightsFromTensorReqOutput]", await self._control(obj))
             success = all(r.success for r in replies)
             if success and obj.weight_version is not None:
                 self.weight_version = obj.weight_version
