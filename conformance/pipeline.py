@@ -49,17 +49,12 @@ class Topology:
     dp_size: int = 1
     load_balance_method: str = "round_robin"
     tokenizer_workers: int = 1  #: several: the multi-tokenizer mode (its router splits outputs per worker)
+    embedding: bool = False  #: an embedding model: the encode scenario
     switch: str = "plain"  #: "plain": 1 / 0; "word": true / false
     large: bool = False  #: also send a message above 64 MiB (single-rank topologies)
 
     def as_config(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
-
-    @property
-    def needs(self) -> tuple[str, ...]:
-        """The adapter capabilities beyond ``pipeline`` this topology needs (without them its
-        checks are skipped, naming what is missing, and its runs are not made)."""
-        return ("pipeline.tokenizer_workers",) if self.tokenizer_workers > 1 else ()
 
 
 TOPOLOGIES: tuple[Topology, ...] = (
@@ -68,9 +63,16 @@ TOPOLOGIES: tuple[Topology, ...] = (
     Topology("dp2-total_requests", dp_size=2, load_balance_method="total_requests"),
     Topology("dp2-total_tokens", dp_size=2, load_balance_method="total_tokens", switch="word"),
     Topology("tokenizers2", tokenizer_workers=2, switch="word"),
+    Topology("embed", embedding=True, switch="word"),
+    Topology("embed-tokenizers2", embedding=True, tokenizer_workers=2),
 )
 #: The topology every other run is compared with.
 BASELINE = TOPOLOGIES[0].name
+
+
+def baseline_of(topology: Topology) -> Topology:
+    """The single-rank, single-worker run of the same model kind: what a topology must equal."""
+    return next(t for t in TOPOLOGIES if t.embedding == topology.embedding)
 
 
 def switch_value(topology: Topology, transport: str) -> str:
@@ -93,6 +95,8 @@ def scenario(topology: Topology) -> list[dict[str, Any]]:
         body.setdefault("sampling_params", {**GREEDY, "max_new_tokens": 5})
         return {"name": name, "path": "/generate", "body": body}
 
+    if topology.embedding:
+        return embedding_scenario()
     steps = [
         gen("plain", rid="plain", text="The quick brown fox"),
         gen("input_ids", rid="input_ids", input_ids=[72, 105, 33], sampling_params={**GREEDY, "max_new_tokens": 3}),
@@ -118,6 +122,28 @@ def scenario(topology: Topology) -> list[dict[str, Any]]:
     if topology.large:
         steps.append(weights_step("large_message", weight_payload(LARGE_MESSAGE_BYTES)))
     return steps
+
+
+#: The engine's own Python API (what ``Engine.encode`` calls): answers with tensors, which no
+#: JSON carries (pooled hidden states).
+ENGINE_ENCODE = "engine:encode"
+
+
+def embedding_scenario() -> list[dict[str, Any]]:
+    """Embeddings over HTTP, and pooled hidden states through the engine's API: one request
+    (a single pooled state), a batch of equal shapes (stacked on the wire), token ids."""
+    return [
+        {"name": "encode", "path": "/encode", "body": {"rid": "encode", "text": "hello world"}},
+        {"name": "encode_batch", "path": "/encode",
+         "body": {"rid": ["encode_b-0", "encode_b-1"], "text": ["ab", "cde"]}},
+        {"name": "encode_ids", "path": "/encode", "body": {"rid": "encode_ids", "input_ids": [72, 105, 33]}},
+        {"name": "pooled_one", "path": ENGINE_ENCODE,
+         "body": {"rid": "pooled_one", "text": "xyz", "return_pooled_hidden_states": True}},
+        {"name": "pooled_batch", "path": ENGINE_ENCODE,
+         "body": {"rid": ["pooled_b-0", "pooled_b-1", "pooled_b-2"], "text": ["a", "bb", "ccc"],
+                  "return_pooled_hidden_states": True}},
+        control("flush_cache", "/flush_cache", {}, "FlushCacheReqInput"),
+    ]
 
 
 def control(name: str, path: str, body: dict[str, Any], message: str) -> dict[str, Any]:
@@ -155,6 +181,9 @@ class PipelineRun:
     links: dict[str, Any] = dataclasses.field(default_factory=dict)  #: receiving process -> frames
     errors: list[str] = dataclasses.field(default_factory=list)  #: hops that died, runs that did not finish
     seconds: float = 0.0
+    #: why the implementation has no such topology (no multi-tokenizer mode, no embedding model):
+    #: the run's checks skip, naming it
+    unsupported: str = ""
 
 
 #: Response fields that differ between any two runs: clocks, ids, routes.
@@ -310,7 +339,13 @@ def _final_bodies(answer: Mapping[str, Any]) -> list[dict[str, Any]]:
 def _kept(body: dict[str, Any], made: Mapping[str, Any]) -> list[str]:
     lines = []
     meta = body.get("meta_info") or {}
-    if body.get("output_ids") is not None and body["output_ids"] != made["tokens"]:
+    if "embedding" in made and body.get("embedding") != made["embedding"]:
+        lines.append(f"embedding: the model produced {_short(made['embedding'])}, the client got "
+                     f"{_short(body.get('embedding'))}")
+    if made.get("pooled") is not None and body.get("pooled_hidden_state") != made["pooled"]:
+        lines.append(f"pooled_hidden_state: the model produced {_short(made['pooled'])}, the client got "
+                     f"{_short(body.get('pooled_hidden_state'))}")
+    if body.get("output_ids") is not None and body["output_ids"] != made.get("tokens"):
         lines.append(f"output_ids: the model produced {made['tokens']}, the client got {body['output_ids']}")
     if made.get("customized") and meta.get("expert_ids") != made["customized"]:
         lines.append(f"meta_info.expert_ids (customized info): the model produced {_short(made['customized'])}, "

@@ -18,6 +18,8 @@ PIPELINE_NOT_DRIVEN = {
     "model forward": "replaced by the stub model (--model stub, reference_impl/engine/stub_model.py), "
                      "the one stand-in",
     "tracing on": "driven by the Trace and E2E checks, not in the pipeline runs",
+    "engine API (engine:encode)": "the reference has no in-process Engine API: its pooled hidden states are "
+                                  "answered by its HTTP /encode (return_pooled_hidden_states: the values and dtype)",
 }
 #: Scheduler ranks behind the controller in the receive-path checks: a broadcast reaches several.
 RECEIVE_PATH_DP_SIZE = 2
@@ -29,8 +31,7 @@ class ReferenceAdapter(Adapter):
     catalogue_module = "reference_impl.io_struct"
     catalogue_options = {"union_attr": "CUSTOM_MESSAGE_TYPES", "array_typecode": "q"}
     refusal_errors = (WireError,)  # the codec's one error, for every input it refuses
-    # Every one but several tokenizer workers: the reference engine has one tokenizer manager.
-    capabilities = OPTIONAL_CAPABILITIES - {"pipeline.tokenizer_workers"}
+    capabilities = OPTIONAL_CAPABILITIES  # every one: the reference is what the suite is checked on
     # Its own tracing across real processes, each with IPC_TRANSPORT set (reference_tools/trace_hops.py).
     trace_driver = "reference_tools.trace_hops"
 
@@ -159,14 +160,18 @@ class ReferenceAdapter(Adapter):
         --model stub, the transport chosen by SGLANG_USE_PICKLE_IPC spelled as each topology says
         (the topologies that spell it alike in one driver process, a server each); then what the
         engine's tap recorded in each run (received, produced, links)."""
-        from conformance.pipeline import switch_value
+        from conformance.pipeline import PipelineRun, switch_value
         from conformance.pipeline_runner import run_module
         from reference_tools.pipeline_driver import records
 
         by_switch: dict[str, list[Topology]] = {}
-        for topology in topologies:
-            by_switch.setdefault(switch_value(topology, transport), []).append(topology)
         runs: dict[str, PipelineRun] = {}
+        for topology in topologies:
+            if topology.tokenizer_workers > 1:
+                runs[topology.name] = PipelineRun(transport=transport, topology=topology, unsupported=(
+                    "the reference engine has one tokenizer manager a server (no multi-tokenizer mode)"))
+            else:
+                by_switch.setdefault(switch_value(topology, transport), []).append(topology)
         for switch, group in by_switch.items():
             folder = workdir / f"switch-{switch}"
             env = {"SGLANG_USE_PICKLE_IPC": switch, **self.pipeline_env(folder)}

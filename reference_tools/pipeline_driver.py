@@ -148,6 +148,7 @@ def run(config: dict[str, Any], timeout_s: float, server: "subprocess.Popen[byte
         workdir: Path) -> dict[str, Any]:
     import httpx
 
+    from conformance.pipeline import ENGINE_ENCODE
     from conformance.pipeline_tap import drive
 
     info = httpx.get(url + "/get_server_info", timeout=10).json()
@@ -166,6 +167,8 @@ def run(config: dict[str, Any], timeout_s: float, server: "subprocess.Popen[byte
                 if stopped:
                     responses[step["name"]] = {"$error": f"not sent: {stopped}"}
                     continue
+                if step["path"] == ENGINE_ENCODE:  # the reference's pooled states come over HTTP /encode
+                    step = {**step, "path": "/encode"}
                 responses.update(await drive(client, [step], timeout_s, dead))
                 answer = responses[step["name"]]
                 if "$error" in answer or answer.get("status") in UNANSWERED:

@@ -61,7 +61,6 @@ CAPABILITIES: Mapping[str, str] = {
        for path in RECEIVE_PATHS},
     "e2e": "running its server with the IPC tap on through the fixed scenario (run_e2e)",
     "pipeline": "running the scenario through its own pipeline per transport and topology (run_pipeline)",
-    "pipeline.tokenizer_workers": "several tokenizer workers in its pipeline (the multi-tokenizer topologies)",
     "trace": "its own tracing, enabled, across real processes: tokenizer manager, controller, scheduler (run_traced)",
 }
 OPTIONAL_CAPABILITIES = frozenset(CAPABILITIES)

@@ -33,9 +33,11 @@ SGLANG_NOT_DRIVEN = {
                      "info); SGLang's Scheduler class needs a GPU model runner",
     "scheduler request handling": "the stub builds SGLang's Req from the received request (the arguments of "
                                   "Scheduler.handle_generate_request); batching and the KV cache are the model's",
-    "multi-tokenizer mode": "not driven: its worker processes are started by SGLang's launcher only",
+    "multi-tokenizer worker processes": "its router and workers run in one process, on one event loop (SGLang's "
+                                        "launcher starts one process each); the app serves each request from "
+                                        "the worker the scenario chose",
     "tracing on": "driven by the Trace checks (their own processes), not in the pipeline runs",
-    "embeddings": "not driven: a generation model serves the scenario",
+    "HTTP server": "SGLang's FastAPI app is driven in process (httpx's ASGI transport), not through uvicorn",
 }
 
 
@@ -53,8 +55,7 @@ class SGLangAdapter(Adapter):
     # receive path is not driven: its batch-output handler opens customized info into a local
     # that only waiting request states see (sglang_engine.py).
     capabilities = IN_PROCESS | {"receive_path.controller", "receive_path.scheduler", "receive_path.detokenizer",
-                                 "receive_path.unroutable", "pipeline",
-                                 "pipeline.tokenizer_workers", "trace"}
+                                 "receive_path.unroutable", "pipeline", "trace"}
     # Its own tracing across real processes, each with SGLANG_USE_PICKLE_IPC set (sglang_trace.py).
     trace_driver = "conformance.adapters.sglang_trace"
 

@@ -36,6 +36,7 @@ import time
 import traceback
 from typing import Any, Optional
 
+from conformance.pipeline import ENGINE_ENCODE
 from conformance.pipeline_tap import Tap, TappedSocket, plain, received_form
 
 #: The tiny model every run serves: SGLang reads its config; the stub scheduler is its "forward".
@@ -45,6 +46,9 @@ MODEL_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "h
                 "rms_norm_eps": 1e-5, "torch_dtype": "float32", "bos_token_id": 256, "eos_token_id": 257}
 HIDDEN_SIZE = 4  #: floats per hidden state the stub reports
 POLL_S = 0.001
+#: How long an idle rank waits, once a request arrived, for those sent with it (the scheduler's
+#: batches then hold the requests of several clients and tokenizer workers, interleaved).
+BATCH_WINDOW_S = 0.05
 
 
 # -- the model folder -----------------------------------------------------------------------
@@ -94,7 +98,7 @@ class StubScheduler:
     does; every output goes through SchedulerOutputStreamer.stream_output."""
 
     def __init__(self, rank: int, server_args: Any, port_args: Any, tap: Tap, record: dict[str, Any],
-                 upstream: str) -> None:
+                 upstream: str, is_generation: bool = True) -> None:
         from sglang.srt.disaggregation.utils import DisaggregationMode
         from sglang.srt.managers.scheduler_components.ipc_channels import SchedulerIpcChannels
         from sglang.srt.managers.scheduler_components.output_sender import SenderWrapper
@@ -116,7 +120,8 @@ class StubScheduler:
             server_args=server_args, model_config=_ModelView(), max_recv_per_poll=-1,
             stream_output=lambda *args, **kwargs: None, get_last_batch=lambda: None)
         self.streamer = SchedulerOutputStreamer(
-            send_to_detokenizer=send_to_detokenizer, tree_cache=None, server_args=server_args, is_generation=True,
+            send_to_detokenizer=send_to_detokenizer, tree_cache=None, server_args=server_args,
+            is_generation=is_generation,
             spec_algorithm=SpeculativeAlgorithm.NONE, disaggregation_mode=DisaggregationMode.NULL,
             enable_hicache_storage=lambda: False)
         self.running: list[Any] = []
@@ -130,8 +135,13 @@ class StubScheduler:
         try:
             with get_parallel().override(pp_rank=0, attn_tp_rank=0, attn_cp_rank=0, dp_rank=self.dp_rank):
                 while not self.stopping.is_set():
+                    idle = not self.running
                     for obj in self.receiver.recv_requests():
                         self._handle(obj)
+                    if self.running and idle:  # a new batch: let the requests sent with it join it
+                        time.sleep(BATCH_WINDOW_S)
+                        for obj in self.receiver.recv_requests():
+                            self._handle(obj)
                     if self.running:
                         self._step()
                     else:
@@ -147,6 +157,8 @@ class StubScheduler:
                                         "form": received_form(obj)})
         if isinstance(obj, io.TokenizedGenerateReqInput):
             self.running.append(self._req(obj))
+        elif isinstance(obj, io.TokenizedEmbeddingReqInput):
+            self.streamer.stream_output([self._embedded(obj)], False)
         elif isinstance(obj, io.UpdateWeightsFromTensorReqInput):
             sizes = [len(t) if isinstance(t, (bytes, bytearray)) else -1 for t in obj.serialized_named_tensors]
             self.send_to_tokenizer.send_output(io.UpdateWeightsFromTensorReqOutput(
@@ -181,6 +193,24 @@ class StubScheduler:
             req.logprob.input_token_ids_logprobs_idx = [None] + [list(obj.token_ids_logprob or [])
                                                                  for _ in range(1, n)]
             produced["input_logprobs"] = [plain(v) for v in vals]
+        return req
+
+    def _embedded(self, obj: Any) -> Any:
+        """SGLang's Req for an embedding request (the arguments of the scheduler's
+        handle_embedding_request), finished by the stand-in forward in one step."""
+        import torch
+        from sglang.srt.managers.schedule_batch import FINISH_LENGTH, Req
+
+        req = Req(obj.rid, obj.input_text, obj.input_ids, obj.sampling_params, http_worker_ipc=obj.http_worker_ipc,
+                  time_stats=obj.time_stats, return_pooled_hidden_states=obj.return_pooled_hidden_states)
+        seed = sum(obj.input_ids) % 17
+        req.embedding = [0.125 * (seed + i) for i in range(HIDDEN_SIZE)]
+        produced: dict[str, Any] = {"embedding": req.embedding, "pooled": None}
+        if obj.return_pooled_hidden_states:
+            req.pooled_hidden_state = torch.arange(HIDDEN_SIZE, dtype=torch.float32) * 0.5 + seed
+            produced["pooled"] = plain(req.pooled_hidden_state)
+        req.finished_reason = FINISH_LENGTH(length=0)
+        self.record["produced"][obj.rid] = produced
         return req
 
     def _step(self) -> None:
@@ -281,7 +311,9 @@ def run(config: dict[str, Any], timeout_s: float) -> dict[str, Any]:
     topology = config["topology"]
     runtime_context.reset_context()
     dp_size, workers = int(topology["dp_size"]), int(topology["tokenizer_workers"])
+    is_generation = not topology["embedding"]
     server_args = ServerArgs(model_path=folder, device="cpu", dp_size=dp_size, tokenizer_worker_num=workers,
+                             is_embedding=not is_generation,
                              load_balance_method=topology["load_balance_method"], return_hidden_states_mode="full")
     runtime_context.publish(server_args, role="tokenizer")
     port_args = PortArgs.init_new(server_args)
@@ -322,14 +354,14 @@ def run(config: dict[str, Any], timeout_s: float) -> dict[str, Any]:
 
     ranks: list[StubScheduler] = []
     if dp_size == 1:
-        ranks.append(StubScheduler(0, server_args, port_args, tap, record, "tokenizer_manager"))
+        ranks.append(StubScheduler(0, server_args, port_args, tap, record, "tokenizer_manager", is_generation))
     else:
         controller = _controller(server_args, port_args, tap)
         loops.append(_thread(controller.event_loop, "controller"))
         loops[-1][1].stopping = controller.soft_watchdog.stopping
         hops["controller"] = f"DataParallelController.event_loop, load balance {controller.load_balance_method.name}"
         for dp_rank, rank_args in enumerate(controller.rank_port_args):
-            ranks.append(StubScheduler(dp_rank, server_args, rank_args, tap, record, "controller"))
+            ranks.append(StubScheduler(dp_rank, server_args, rank_args, tap, record, "controller", is_generation))
     for rank in ranks:
         rank.thread.start()
     hops["scheduler"] = ("SchedulerIpcChannels.create, SchedulerRequestReceiver.recv_requests, "
@@ -439,6 +471,11 @@ async def _drive(managers: list[Any], config: dict[str, Any], timeout_s: float, 
             if dead():
                 responses[name] = {"$error": f"not sent: {dead()} died"}
                 return
+            if path == ENGINE_ENCODE:
+                got = await _answer(_engine_encode(serving.get(), body), timeout_s, dead)
+                responses[name] = {"$error": f"no answer to {path}: {got}"} if isinstance(got, str) else \
+                    {"status": 200, "body": plain(got)}
+                return
             answer = await _answer(client.post(path, json=body), timeout_s, dead)
             if isinstance(answer, str):
                 responses[name] = {"$error": f"no answer to {path}: {answer}"}
@@ -457,10 +494,10 @@ async def _drive(managers: list[Any], config: dict[str, Any], timeout_s: float, 
         if len(managers) == 1:
             for index, step in steps:
                 await one(index, step)
-        else:  # generation requests together, then the control requests in order
-            await asyncio.gather(*(one(i, step) for i, step in steps if step["path"] == "/generate"))
+        else:  # requests together, then the control requests in order
+            await asyncio.gather(*(one(i, step) for i, step in steps if "control" not in step))
             for index, step in steps:
-                if step["path"] != "/generate":
+                if "control" in step:
                     await one(index, step)
     return {step["name"]: responses[step["name"]] for _, step in steps}
 
@@ -479,6 +516,14 @@ def _tapped_sockets(module: Any, links: dict[str, str], tap: Tap) -> Any:
         yield
     finally:
         module.get_zmq_socket = make
+
+
+async def _engine_encode(manager: Any, body: dict[str, Any]) -> Any:
+    """What SGLang's Engine.encode does with a request: its input object, the tokenizer
+    manager's generate_request, the first answer (a list for a batch)."""
+    from sglang.srt.managers.io_struct import EmbeddingReqInput
+
+    return await manager.generate_request(EmbeddingReqInput(**body), None).__anext__()
 
 
 class _PerRequest:

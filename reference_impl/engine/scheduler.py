@@ -525,8 +525,11 @@ class Scheduler:
 
     # -- embeddings -----------------------------------------------------------------
     def run_embedding(self, obj: TokenizedEmbeddingReqInput) -> None:
-        if self.skip_forward or self.stub is not None:
-            raise ValueError("this model computes no embeddings (--skip-forward or the stub)")
+        if self.stub is not None:
+            self.run_stub_embedding(obj)
+            return
+        if self.skip_forward:
+            raise ValueError("--skip-forward runs no model: embeddings are not available")
         ids = list(obj.input_ids or [])
         if not ids or len(ids) > self.context_length:
             raise ValueError(f"embedding input of {len(ids)} tokens; must be 1..{self.context_length}")
@@ -552,6 +555,30 @@ class Scheduler:
             time_stats=[stats] if stats is not None else None,  # type: ignore[arg-type]  # the codec wraps it
             # A tensor on the IPC path (ext type 2 under msgpack); CPU so no peer needs a GPU.
             pooled_hidden_states=[pooled.cpu()] if obj.return_pooled_hidden_states else None,
+        ))
+
+    def run_stub_embedding(self, obj: TokenizedEmbeddingReqInput) -> None:
+        """The stub's embedding (stub_model.py), through the same output as the model's."""
+        assert self.stub is not None
+        ids = list(obj.input_ids or [])
+        if not ids:
+            raise ValueError("empty input_ids")
+        stats: Optional[ReqTimeStats] = obj.time_stats  # type: ignore[assignment]  # unwrapped on receive
+        embedding: Any  # a list of floats: one arm of the field's union
+        embedding, pooled = self.stub.embed(obj.rid or "", ids, obj.return_pooled_hidden_states)
+        if stats is not None:
+            stats.mark("scheduler_finished")
+        self.to_detokenizer.send(BatchEmbeddingOutput(
+            rids=[obj.rid],  # type: ignore[list-item]  # None only when the peer left it unset
+            finished_reasons=[{"type": "length", "length": 0}],
+            embeddings=[embedding],
+            prompt_tokens=[len(ids)],
+            cached_tokens=[0],
+            placeholder_tokens_idx=None,
+            placeholder_tokens_val=None,
+            retraction_counts=[0],
+            time_stats=[stats] if stats is not None else None,  # type: ignore[arg-type]  # the codec wraps it
+            pooled_hidden_states=[torch.tensor(pooled, dtype=torch.float32)] if pooled is not None else None,
         ))
 
     # -- control --------------------------------------------------------------------

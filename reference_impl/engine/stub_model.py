@@ -12,7 +12,8 @@ scheduler's own bookkeeping, output building and sending handle what it returns.
 It records what it produced, by rid, so a run can be judged against it (the conservation
 oracle of conformance/pipeline.py): with ``--tap-dir`` set, one JSON line per prefill and per
 token in ``<tap_dir>/<process>.produced`` (non-finite floats as their repr). Weight updates are
-taken as opaque payloads: the stub has no parameters to check them against.
+taken as opaque payloads: the stub has no parameters to check them against. An embedding request
+gets a deterministic embedding and, when asked, a pooled hidden state (a tensor on the wire).
 """
 
 from __future__ import annotations
@@ -140,6 +141,15 @@ class StubModel:
                      "hidden": rows if prefill_rows is None else [], "customized": made.customized})
         return made
 
+    def embed(self, rid: str, input_ids: list[int], pooled: bool) -> tuple[list[float], Optional[list[float]]]:
+        """An embedding request: its embedding, and its pooled hidden state when asked (the
+        scheduler sends that as a float32 tensor; these values are exact in float 32)."""
+        seed = sum(input_ids) % 17
+        embedding = [0.125 * (seed + i) for i in range(HIDDEN_SIZE)]
+        state = [0.5 * i + seed for i in range(HIDDEN_SIZE)] if pooled else None
+        self._write({"rid": rid, "embedding": embedding, "pooled": state})
+        return embedding, state
+
     @staticmethod
     def _row(base: float) -> list[float]:
         return [round(base + 0.125 * i, 6) for i in range(HIDDEN_SIZE)]
@@ -167,6 +177,9 @@ def read_produced(tap_dir: Path) -> dict[str, dict[str, Any]]:
     for path in sorted(Path(tap_dir).glob("*.produced")):
         for text in path.read_text().splitlines():
             line = json.loads(text)
+            if "embedding" in line:
+                produced[line["rid"]] = {"embedding": line["embedding"], "pooled": line["pooled"]}
+                continue
             made = produced.setdefault(line["rid"], {"tokens": [], "output_logprobs": [], "hidden_states": [],
                                                      "customized": []})
             if "prefill_hidden" in line:

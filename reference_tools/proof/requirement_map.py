@@ -458,9 +458,7 @@ PROOFS: dict[str, Proof] = {
     "R-PIPE-1a": P(("ControllerRoutesPickle",), no_testee="pipeline"),
     "R-PIPE-1b": P(("DetokenizerDropsCustomizedInfo", "DetokenizerDropsHiddenStates"), no_testee="pipeline"),
     "R-PIPE-2a": P(("EverySendTwice",), no_testee="pipeline"),
-    "R-PIPE-3a": P(("TransportSwitchTruthy", "ControllerRoutesPickle"), no_testee="pipeline"),
     "R-PIPE-4a": P(("ReceiveSocketsCapped",), no_testee="pipeline"),
-    "R-PIPE-5a": P(("OutputCustomizedInfoUnwrapped",), no_testee="pipeline"),
 }
 
 

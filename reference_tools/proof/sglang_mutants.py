@@ -94,6 +94,16 @@ MUTANTS: tuple[SourceMutant, ...] = (
         "            selected = [values[0] for index in indices]\n            new_field[key] = selected",
         "a worker's customized info taken from the batch's first rows"),
     SourceMutant(
+        "multi-tokenizer-pooled-as-stacked", "tensors, embeddings", "sglang.srt.managers.multi_tokenizer_mixin",
+        "    if len(states) == 1 and len(output.rids) > 1:\n        return [states[0][i]]",
+        "    if len(states) == 1:\n        return [states[0][i]]",
+        "a single request's pooled hidden state taken as the stacked layout: its worker gets a 0-d tensor"),
+    SourceMutant(
+        "pooled-batch-unstacked-wrong", "tensors, embeddings", "sglang.srt.managers.tokenizer_manager",
+        "                    if len(pooled_hidden_states) == 1 and len(recv_obj.rids) > 1:",
+        "                    if len(pooled_hidden_states) == 1:",
+        "the tokenizer manager reads one request's pooled state as the stacked layout"),
+    SourceMutant(
         "tokenizer-send-skips-wrap", "every hop's own code", "sglang.srt.managers.tokenizer_manager",
         "            time_stats = tokenized_obj.time_stats\n            tokenized_obj.wrap_pickle_fields()\n",
         "            time_stats = tokenized_obj.time_stats\n",
