@@ -225,8 +225,8 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(MUTANTS, "NdarraysShareReceiveBuffer", "Required.TensorMemory.ndarray.OwnsMemory.msgpack"),
     _testee("colliding-keys", "Required.Accepts.DumperControlReqInput.CollidingKeysNotWritten"),
     # -- the implementation's own pipeline (R-PIPE): the engine's source edited in every process
-    _v(MUTANTS, "ControllerRoutesPickle", "Required.Pipeline.dp2-total_tokens.SameAcrossTransports",
-       "Required.Pipeline.dp2-total_tokens.SelectedTransportOnEverySocket.msgpack"),
+    _v(MUTANTS, "ControllerRoutesPickle", "Required.Pipeline.dp2-total_tokens.SameAsBaseline.msgpack",
+       "Required.Pipeline.dp2-total_tokens.SelectedTransportOnEverySocket.msgpack", transport="msgpack"),
     _v(MUTANTS, "ReceiveSocketsCapped", "Required.Pipeline.dp1.AnswersEveryRequest.msgpack",
        "Required.Pipeline.dp1.ConservesWhatWasSent.msgpack", transport="msgpack"),
     _v(MUTANTS, "EverySendTwice", "Required.Pipeline.dp1.DeliveredExactlyOnce.msgpack", transport="msgpack"),
