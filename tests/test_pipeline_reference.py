@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from conformance import pipeline
 from conformance.records import Outcome, load_results
 from reference_tools.proof import engine_mutants
 from reference_tools.proof.mutants import MUTANTS, _EnginePlant
@@ -28,7 +29,12 @@ def _run(tmp_path: Path, impl: str, transport: str = "both") -> dict[str, Outcom
                            "--report", str(report), "--", "-k", "Pipeline", "-p", "no:cacheprovider"],
                           capture_output=True, text=True, timeout=1200)
     assert report.exists(), done.stdout[-2000:] + done.stderr[-2000:]
-    return {r.id: r.outcome for r in load_results(report).results}
+    results = load_results(report).results
+    _MESSAGES.update((r.id, r.message) for r in results if r.message)
+    return {r.id: r.outcome for r in results}
+
+
+_MESSAGES: dict[str, str] = {}
 
 
 def test_every_plant_applies_to_the_engine_source():
@@ -109,8 +115,11 @@ def test_the_load_balance_methods(tmp_path, method: str, sizes: tuple[int, ...],
 @pytest.mark.slow
 def test_the_reference_passes_every_pipeline_check(tmp_path):
     outcomes = _run(tmp_path, "reference")
-    assert outcomes and set(outcomes.values()) == {Outcome.PASSED}, \
-        {k: v for k, v in outcomes.items() if v != Outcome.PASSED}
+    several_workers = {t.name for t in pipeline.TOPOLOGIES if t.tokenizer_workers > 1}  # none in the reference
+    expected = {check: Outcome.SKIPPED if check.split(".")[2] in several_workers else Outcome.PASSED
+                for check in outcomes}
+    assert outcomes and outcomes == expected, "\n".join(f"{k}: {v.value}: {_MESSAGES.get(k, '')[:1500]}"
+                                                         for k, v in outcomes.items() if v != expected[k])
 
 
 @pytest.mark.slow
