@@ -207,7 +207,15 @@ def _schema_verify(args: argparse.Namespace) -> int:
 
 def _schema_check(args: argparse.Namespace) -> int:
     from conformance.schema import check
+    from conformance.schema.manifest import load_manifest
 
+    # Every mistake in the command is found before the catalogue is read (an extraction takes seconds).
+    allowances = check.parse_allowances(args.allow)
+    declared = ""
+    if args.allow_file:
+        from_file, declared = check.read_allow_file(args.allow_file)
+        allowances += from_file
+    given_baseline = load_manifest(args.against) if args.against else None
     implementation = None
     if args.impl:  # the front door asks the adapter; the spec tooling never loads one
         from conformance.adapters import load_adapter
@@ -217,15 +225,12 @@ def _schema_check(args: argparse.Namespace) -> int:
         except NotImplementedError:
             raise UsageError(f"--impl {args.impl!r} describes no catalogue to check; give --source or --manifest") \
                 from None
-    live = check.live_catalogue(source=args.source, manifest=args.manifest, implementation=implementation)
-    baseline = check.baseline_for(live, args.against)
-    allowances = check.parse_allowances(args.allow)
-    declared = ""
-    if args.allow_file:
-        from_file, declared = check.read_allow_file(args.allow_file)
-        allowances += from_file
+    live = check.live_catalogue(source=args.source, manifest=args.manifest, implementation=implementation,
+                                module=args.module, version=args.tree_version)
+    baseline = given_baseline or check.baseline_for(live)
     rows = check.check(live, baseline, modules=not args.ignore_modules)
     report = check.judge(live, baseline, rows, args.fail_on, allowances)
+    report.identity = check.identity_line(live, baseline, args.against)
     if args.golden_out:
         report.golden = check.write_golden(live, baseline, Path(args.golden_out))
     origin = next(f"{flag} {value}" for flag, value in (("--source", args.source), ("--impl", args.impl),
@@ -370,8 +375,12 @@ def _add_spec_commands(sub: "argparse._SubParsersAction[argparse.ArgumentParser]
     live.add_argument("--source", help="a source file, package folder or checkout: read statically, never imported")
     live.add_argument("--impl", help="an installed implementation's live catalogue (sglang, reference, ...)")
     live.add_argument("--manifest", help="a manifest file (e.g. from `manifest extract`)")
-    sc.add_argument("--against", help="the baseline: a bundled id or a manifest file (default: the bundled release "
-                    "nearest the live catalogue's version)")
+    sc.add_argument("--against", help="the baseline: a bundled id or a manifest file (default: the msgspec-era "
+                    "release nearest the live catalogue's version; when that is unknown, the closest in content)")
+    sc.add_argument("--module", help="with --source: the catalogue module's dotted name (default "
+                    "sglang.srt.managers.io_struct, or the file's own module; a lone io_struct.py is SGLang's)")
+    sc.add_argument("--version", dest="tree_version", metavar="VERSION", help="with --source: the tree's version "
+                    "(default: its version file, else git: the release tag and the commits since, or the commit)")
     sc.add_argument("--fail-on", choices=["BREAKING", "NOT_FULL", "NEVER"], default="BREAKING",
                     help="which verdicts (msgpack or pickle) fail the check (default: BREAKING); a verdict the "
                     "bytes contradict fails it too, except with NEVER")

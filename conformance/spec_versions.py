@@ -97,6 +97,15 @@ INTRODUCED: tuple[tuple[str, str], ...] = (
     ("Required.TensorMemory.array.*", "3.0"),
     ("Required.Accepts.*.CollidingKeysNotWritten", "3.0"),
     ("Required.Trace.*.OneLinkedTrace.*", "3.0"),
+    ("Required.HttpBase64.*.Corpus.*", "3.0"),
+    ("Required.Refuses.*.FloatKeyForInt.*", "3.0"),
+    ("Required.Refuses.*.BoolKeyForInt.*", "3.0"),
+    ("Required.Refuses.Tensor.DeviceIndexLeadingZero.*", "3.0"),
+    ("Required.Refuses.Tensor.DeviceIndexPlusSign.*", "3.0"),
+    ("Required.Refuses.Tensor.DeviceIndexNegative.*", "3.0"),
+    ("Required.Refuses.Tensor.DeviceCpuIndexed.*", "3.0"),
+    ("Required.Refuses.Tensor.DeviceUpperCase.*", "3.0"),
+    ("Required.Accepts.*.CollidingKeysKeptOnce", "3.0"),
 )
 
 _NUMBER = re.compile(r"^(\d+)\.(\d+)$")

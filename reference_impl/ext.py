@@ -301,6 +301,8 @@ def _to_device(tensor: torch.Tensor, device: Any) -> torch.Tensor:
         return tensor
     if not isinstance(device, str) or device.startswith("meta"):
         raise WireError("msgpack", f"tensor device {device!r} cannot hold received data")
+    if device.startswith("cpu:"):  # torch reads "cpu:0" and keeps it; the grammar has only "cpu"
+        raise WireError("msgpack", f"tensor device {device!r}: the CPU is 'cpu', never indexed (SPEC R-TEN-3)")
     indexed = _INDEXED_DEVICE.fullmatch(device)
     if indexed and int(indexed.group(1)) > MAX_DEVICE_INDEX:
         raise WireError("msgpack", f"tensor device {device!r}: index above {MAX_DEVICE_INDEX}, which no device has "

@@ -1,8 +1,10 @@
 """Pydantic bridge: HTTP JSON validates straight into msgspec structs.
 
 JSON has no bytes type, so bytes fields marked ``Base64Bytes`` arrive as base64
-strings and are decoded strictly; a malformed string fails validation with the
-field's location. (defect class: http-base64, docs/defect-classes.md: the struct
+strings and are decoded strictly (SPEC R-HTTP-3: RFC 4648 §4, the standard alphabet,
+padded, nothing else), in JSON mode and in Python mode alike (a FastAPI server
+validates the parsed body in Python mode); a malformed string fails validation
+with the field's location. (defect class: http-base64, docs/defect-classes.md: the struct
 migration once lost this.)
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from typing import Any
 
 import msgspec
@@ -21,14 +24,23 @@ class Base64Bytes:
     """Annotated marker: in HTTP JSON this bytes field (or list of bytes) is base64 text."""
 
     def __get_pydantic_core_schema__(self, source_type: Any, handler: Any) -> core_schema.CoreSchema:
-        return core_schema.no_info_before_validator_function(_from_base64, handler(source_type))
+        # looked up at each call, so a planted bug (reference_tools/proof) reaches built schemas too
+        return core_schema.no_info_before_validator_function(lambda v: _from_base64(v), handler(source_type))
 
     def __repr__(self) -> str:
         return "Base64Bytes()"
 
 
+#: RFC 4648 §4 base64, padded: whole quanta, then at most one padded one. (binascii's strict mode
+#: still takes "QUJD=", padding after a whole quantum, and CPython's b64decode(validate=True) too.)
+STRICT_BASE64 = re.compile(r"(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?")
+
+
 def _from_base64(value: Any) -> Any:
     if isinstance(value, str):
+        if not STRICT_BASE64.fullmatch(value):
+            raise PydanticCustomError("base64", "invalid base64 text: not RFC 4648 base64 with padding "
+                                      "(standard alphabet, no whitespace)")
         try:
             return base64.b64decode(value, validate=True)
         except (binascii.Error, ValueError) as exc:

@@ -30,6 +30,9 @@ every check the in-process reference passes: that proves the protocol. `--break 
     forget-define   it answers `define` but never defines the subclass (its union is fixed at start-up)
     colliding-keys  its encoder writes every key of an `encode` view's `$dict`, even keys equal under ==
                     (`1` and `1.0`), where its reader keeps one
+    keep-colliding-keys  its decoder holds a map as its wire entries (as a decoder in a language
+                    without Python's == may): keys that are one key after decode (`1` and `1.0`,
+                    `true` and `1`, an int in two widths) stay twice in its `view`
 
 `--ops decode,encode` and `--transports msgpack` make it list (and answer) only those, the way a
 testee in another language starts out; checks that need the rest are skipped, naming it. Without
@@ -42,6 +45,7 @@ the view's reference reader (any implementation may reuse it or write its own).
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import enum
 import json
@@ -69,7 +73,7 @@ SPEC_VERSION = "3.0"
 BREAKS = ("flip-byte", "drop-field", "unsafe-receive", "no-unwrap", "crash", "bad-frame", "float32", "int-floats",
           "drop-defaults", "accept-all", "nonfinite-nil", "falsy-wrap-nil", "trailing-byte",
           "refuse-unknown-map-keys", "no-map-defaults", "tuple-any-length", "device-to-cpu", "http-factory-required",
-          "http-unknown-keys", "forget-define", "colliding-keys")
+          "http-unknown-keys", "forget-define", "colliding-keys", "keep-colliding-keys")
 OPS = ("decode", "encode", "http", "receive", "unwrap", "define")
 _LEN = struct.Struct("<I")
 
@@ -177,6 +181,42 @@ def _accept_all(data: bytes) -> bytes:
     except Exception as exc:  # noqa: BLE001 - not msgpack at all: even this decoder gives up
         raise ParseError(f"{type(exc).__name__}: {exc}") from None
     return msgspec.msgpack.encode(value)
+
+
+# -- keep-colliding-keys: a decoder that holds maps as their wire entries ------------------------------
+def view_with_wire_maps(view: Any, data: bytes) -> Any:
+    """The view with each field whose wire map (at any depth) holds keys equal under == replaced by
+    the view of its wire entries, every entry kept (scalars and maps only; others stay as decoded)."""
+    from conformance.schema.wire_form import parse
+
+    top = parse(data)
+    if top.kind != "array" or not isinstance(view, dict):
+        return view
+    names = [k for k in view if not k.startswith("$")]
+    for name, item in zip(names, top.items[1:]):
+        if _has_colliding(item):
+            view[name] = _wire_view(item)
+    return view
+
+
+def _has_colliding(item: Any) -> bool:
+    if item.kind == "map":
+        keys = [_wire_view(k) for k in item.items[::2]]
+        if any(isinstance(k, (int, float, str)) and keys.count(k) > 1 for k in keys):
+            return True
+    return any(_has_colliding(i) for i in item.items)
+
+
+def _wire_view(item: Any) -> Any:
+    if item.kind == "map":
+        return {"$dict": [[_wire_view(k), _wire_view(v)] for k, v in zip(item.items[::2], item.items[1::2])]}
+    if item.kind == "array":
+        return [_wire_view(i) for i in item.items]
+    if item.kind == "str":
+        return item.value.decode("utf-8", "replace")
+    if item.kind == "bin":
+        return {"$bytes": base64.b64encode(item.value).decode()}
+    return item.value
 
 
 # -- colliding-keys: every key of a view's $dict written, even keys equal under == -------------------
@@ -475,6 +515,8 @@ class Testee:
         try:
             if "no-map-defaults" in self.breaks:
                 return dumps(view_without_absent_fields(obj, _untyped(data)))
+            if "keep-colliding-keys" in self.breaks:
+                return dumps(view_with_wire_maps(to_view(obj), data))
             return dumps(to_view(obj))
         except ViewError:
             return None

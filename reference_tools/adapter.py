@@ -88,6 +88,11 @@ class ReferenceAdapter(Adapter):
 
         return TypeAdapter(getattr(self._module, struct)).validate_json(json_text)
 
+    def validate_http_python(self, struct: str, body: Any) -> Any:
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(getattr(self._module, struct)).validate_python(body, from_attributes=True)
+
     def manifest_id(self) -> str:
         return self._module.MANIFEST_ID
 

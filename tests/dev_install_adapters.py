@@ -48,3 +48,12 @@ class EditedRelease(_InstalledSglang):
 
     def live_manifest(self) -> Manifest:
         return edited()
+
+
+class DevInstallBreaking(_InstalledSglang):
+    """`sglang 0.5.24.dev0` whose catalogue has a breaking change against 0.5.23, its nearest release."""
+
+    installed = "0.5.24.dev0"
+
+    def live_manifest(self) -> Manifest:
+        return msgspec.structs.replace(edited(), version=self.installed)

@@ -150,7 +150,8 @@ def test_renamed_structs_are_paired_not_dropped_and_added():
     for old, new_name in RENAMED.items():
         assert structs[f"{old} -> {new_name}"].struct_renamed == f"{old} -> {new_name}"
     text = render_text(report)
-    assert "BatchTokenIDOut -> BatchTokenIDOutput  (renamed struct: same fields, similar name; a new wire tag)" in text
+    assert ("BatchTokenIDOut -> BatchTokenIDOutput  (renamed struct: a similar name and shared fields, or an alias "
+            "line; a new wire tag)") in text
     # dissimilar names stay apart even with the same fields
     assert "StartProfile" not in str(report.structs)
 
@@ -174,3 +175,29 @@ def test_the_reversed_report_names_each_side_by_its_era():
     assert text.startswith("migration report sglang-0.5.23 (msgspec structs) -> sglang-0.4.10-dc "
                            "(dataclasses, pickle)\n")
     assert "BatchTokenIDOutput -> BatchTokenIDOut" in text
+
+
+# -- the migration reports of real dataclass-era releases (wheels from .ci/fetch-sglang-wheels) -----
+_RENAMES = ("BatchTokenIDOut -> BatchTokenIDOutput", "BatchStrOut -> BatchStrOutput",
+            "BatchEmbeddingOut -> BatchEmbeddingOutput", "LoRAUpdateResult -> LoRAUpdateOutput")
+
+
+@pytest.mark.parametrize("version", ["0.4.10", "0.5.1"])
+def test_the_migration_reports_of_real_releases_pair_their_renames(version):
+    from conformance.schema.manifest.source import extract_source
+    from conformance.schema.migration import migration, render_text
+
+    folder = os.environ.get("IPC_SGLANG_WHEELS")
+    wheels = sorted(Path(folder).glob(f"sglang-{version}-*.whl")) if folder else []
+    if not wheels:
+        pytest.skip(f"IPC_SGLANG_WHEELS has no sglang {version} wheel (.ci/fetch-sglang-wheels)")
+    report = migration(extract_source(wheels[0]), load_manifest("sglang-0.5.23"))
+    text = render_text(report)
+    paired = {s.struct_renamed for s in report.structs if s.struct_renamed}
+    assert paired >= set(_RENAMES), text
+    for old in ("BatchTokenIDOut", "BatchStrOut", "BatchEmbeddingOut", "LoRAUpdateResult"):
+        assert not any(old in names for names in report.only_source.values()), text
+    # a note that the target has no such field is true of the renamed struct's fields no more
+    wrong = [n for n in report.no_msgpack_form if n.target is None and n.struct.startswith(
+        ("BatchTokenIDOut", "BatchStrOut", "BatchEmbeddingOut", "LoRAUpdateResult"))]
+    assert not wrong, [n.line() for n in wrong]

@@ -160,3 +160,13 @@ def test_a_failure_of_a_changed_struct_points_to_schema_check():
     assert ("  schema: AbortReq differs between sglang-0.5.23 and the implementation's live catalogue "
             "(field-inserted): ipc-conformance schema check --impl dev_install_adapters:EditedRelease "
             "--against sglang-0.5.23") in proc.stdout, proc.stdout[-3000:]
+
+
+def test_a_development_install_with_a_breaking_change_names_each_changed_struct():
+    # a real one passes (the run checks the live catalogue against itself): the header is where the
+    # change shows. (This stand-in's classes are the release's, so its AbortReq check fails.)
+    proc = cli("run", "--impl", "dev_install_adapters:DevInstallBreaking", "--transport", "msgpack", "--",
+               "-k", SELECT)
+    assert "differs from sglang-0.5.23: 1 change(s), 1 breaking" in proc.stdout, proc.stdout[-3000:]
+    assert "  BREAKING: AbortReq.inserted: field-inserted (msgpack BREAKING, pickle BACKWARD)" in proc.stdout, \
+        proc.stdout[-3000:]

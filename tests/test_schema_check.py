@@ -46,8 +46,10 @@ def breaking(tmp_path_factory):
 def test_a_breaking_change_fails_the_default_policy(breaking):
     proc, _ = breaking
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    header, columns, row = proc.stdout.splitlines()[:3]
+    header, identity, columns, row = proc.stdout.splitlines()[:4]
     assert header.startswith(f"schema check {RELEASE} -> {RELEASE}+") and "1 change(s), 1 breaking" in header
+    assert identity.startswith(f"identity: {RELEASE}+") and f"baseline {RELEASE}: the msgspec-era release nearest " \
+        "its version" in identity
     assert columns.split() == ["STRUCT", "CHANGE", "MSGPACK", "PICKLE", "RULE", "PROOF"]
     assert row.startswith("AbortReq.inserted") and row.endswith("field-inserted  bytes confirm")
 
@@ -64,6 +66,11 @@ def test_json_and_golden_update(breaking):
     # what a reviewer reads: only AbortReq's vectors changed, one per variant
     assert golden["added"] == golden["removed"] == []
     assert golden["changed"] and {c.split(".")[0] for c in golden["changed"]} == {"AbortReq"}
+    # the folder holds only what changed: one .msgpack and one view per changed case, and the index
+    vectors = sorted(p.name for p in (folder / "golden" / "vectors").iterdir())
+    assert len(vectors) == 2 * len(golden["changed"]) and all(v.startswith("AbortReq.") for v in vectors), vectors
+    assert sorted(p.name for p in (folder / "golden" / live).iterdir()) == ["index.json", "refusals.json"]
+    assert golden["files"] == len(vectors) + 2 and golden["bundled_vectors"] > 500
 
 
 @pytest.mark.parametrize("policy, code", [("BREAKING", 0), ("NOT_FULL", 1), ("NEVER", 0)])

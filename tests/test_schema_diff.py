@@ -119,7 +119,7 @@ def test_struct_level_rules():
     assert [(c.rule, c.msgpack) for c in result.changes] == [("message-added", BACKWARD)]
     assert result.msgpack == BACKWARD
     back = diff(manifest(struct("S", f("a")), struct("N", f("a"))), manifest(struct("S", f("a")), version="2"))
-    assert [(c.rule, c.msgpack) for c in back.changes] == [("message-removed", FORWARD)]
+    assert [(c.rule, c.msgpack) for c in back.changes] == [("message-removed", BREAKING)]
 
 
 def test_enum_rules():
@@ -285,3 +285,66 @@ def test_compatible_claims_hold_on_real_msgspec_structs(old_fields, new_fields, 
             assert crosses(old_cls, old_fields, new_cls, via_pickle), f"{peers}: claimed {level}\n{render_text(result)}"
         if level in (FULL, FORWARD):
             assert crosses(new_cls, new_fields, old_cls, via_pickle), f"{peers}: claimed {level}\n{render_text(result)}"
+
+
+# -- renamed structs: name and shared fields, field-less by name, alias lines ---------------------
+def renames(old: Manifest, new: Manifest) -> dict[str, str]:
+    from conformance.schema.renames import struct_renames
+
+    return struct_renames(old, new)
+
+
+def test_a_field_less_message_renamed_is_paired_by_name_and_breaks():
+    old = manifest(struct("HealthCheckOutput"), struct("Other", f("a")))
+    new = manifest(struct("HealthCheckReqOutput"), struct("Other", f("a")), version="2")
+    assert renames(old, new) == {"HealthCheckOutput": "HealthCheckReqOutput"}
+    result = diff(old, new)
+    assert {(c.rule, c.msgpack, c.pickle) for c in result.changes} == {
+        ("message-renamed", FULL, BREAKING), ("tag-changed", BREAKING, FULL)}
+    # two field-less messages with names that are not close stay a removal and an addition
+    far = manifest(struct("PauseReq"), version="2")
+    assert renames(manifest(struct("FlushCacheReqOutput")), far) == {}
+
+
+def test_a_removed_message_breaks_whatever_else_is_added():
+    old = manifest(struct("GetLoadsReqInput", f("a")), struct("Keep", f("k")))
+    new = manifest(struct("Keep", f("k")), struct("ShutdownReq", f("b")), version="2")
+    by_rule = {c.rule: c for c in diff(old, new).changes}
+    assert (by_rule["message-removed"].msgpack, by_rule["message-removed"].pickle) == (BREAKING, BREAKING)
+    assert (by_rule["message-added"].msgpack, by_rule["message-added"].pickle) == (BACKWARD, BACKWARD)
+
+
+def test_a_rename_with_new_fields_pairs_on_half_the_smaller_side():
+    own = [f(n) for n in "abcdefghij"]
+    old = manifest(struct("BatchTokenIDOut", *own))  # 10 fields, all kept, and 12 new ones
+    new = manifest(struct("BatchTokenIDOutput", *own, *[f(f"n{i}") for i in range(12)]), version="2")
+    assert renames(old, new) == {"BatchTokenIDOut": "BatchTokenIDOutput"}
+    unrelated = manifest(struct("BatchTokenIDOutput", f("a"), *[f(f"n{i}") for i in range(12)]), version="2")
+    assert renames(old, unrelated) == {}  # 1 of the 10 shared: another message
+
+
+def test_an_alias_line_pairs_a_rename_the_name_alone_would_not():
+    fields = [f("success", "bool"), f("error_message", "Optional[str]", NONE)]
+    old = manifest(struct("LoRAUpdateResult", *fields))
+    new = manifest(struct("LoRAUpdateOutput", *fields), version="2")
+    assert renames(old, new) == {}  # LoRAUpdateResult / LoRAUpdateOutput: not close enough by name
+    old.extracted_with["aliases"] = "LoadLoRAAdapterReqOutput=LoRAUpdateResult"
+    new.extracted_with["aliases"] = ("LoadLoRAAdapterReqOutput=LoRAUpdateOutput, "
+                                     "UnloadLoRAAdapterReqOutput=LoRAUpdateOutput")
+    assert renames(old, new) == {"LoRAUpdateResult": "LoRAUpdateOutput"}
+    kept = manifest(struct("LoRAUpdateOutput", *fields), version="2")  # the new keeps the old name as an alias
+    kept.extracted_with["aliases"] = "LoRAUpdateResult=LoRAUpdateOutput"
+    assert renames(old, kept) == {"LoRAUpdateResult": "LoRAUpdateOutput"}
+
+
+def test_extraction_records_alias_lines(tmp_path):
+    from conformance.schema.manifest.source import extract_source
+
+    module = tmp_path / "cat" / "io_struct.py"
+    module.parent.mkdir()
+    module.write_text("import msgspec\n\nclass Base(msgspec.Struct, tag=True, array_like=True):\n    pass\n\n"
+                      "class LoRAUpdateOutput(Base):\n    success: bool\n\n"
+                      "LoadLoRAAdapterReqOutput = UnloadLoRAAdapterReqOutput = LoRAUpdateOutput\nLIMIT = 3\n")
+    found = extract_source(module, module="cat.io_struct")
+    assert found.extracted_with["aliases"] == ("LoadLoRAAdapterReqOutput=LoRAUpdateOutput, "
+                                               "UnloadLoRAAdapterReqOutput=LoRAUpdateOutput")

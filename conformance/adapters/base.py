@@ -54,6 +54,8 @@ CAPABILITIES: Mapping[str, str] = {
     "unwrap": "the trusted receive path that opens PickleWrappers (unwrap)",
     "receive": "the receive path for an untrusted peer (receive)",
     "http": "HTTP JSON validation (validate_http)",
+    "http_python": "HTTP JSON validated as a FastAPI server validates a request body: pydantic's "
+                   "validate_python on the parsed JSON (validate_http_python)",
     "define": "decoding a message subclass defined after start-up",
     "socket": "ZeroMQ send and receive (send, recv)",
     "zero_copy": "zero-copy ZeroMQ sends (send with zero_copy=True)",
@@ -157,6 +159,14 @@ class Adapter:
 
     def validate_http(self, struct: str, json_text: str) -> Any:
         """HTTP JSON -> struct through the implementation's pydantic bridge (capability "http")."""
+        raise NotImplementedError
+
+    def validate_http_python(self, struct: str, body: Any) -> Any:
+        """The parsed HTTP JSON body (``json.loads`` of the request: dicts, lists, str, ...) ->
+        struct, the way the implementation's HTTP server validates a request body (capability
+        "http_python"). A FastAPI server runs pydantic in Python mode on the parsed body,
+        ``TypeAdapter(cls).validate_python(body, from_attributes=True)``, so base64 text reaches
+        the bridge as a str in Python mode, not in JSON mode (SPEC R-HTTP-3)."""
         raise NotImplementedError
 
     # -- a serving engine ------------------------------------------------------------

@@ -54,8 +54,8 @@ class SGLangAdapter(Adapter):
     # No zero-copy send (SGLang 0.5.23 has none), no server run here. The tokenizer manager's
     # receive path is not driven: its batch-output handler opens customized info into a local
     # that only waiting request states see (sglang_engine.py).
-    capabilities = IN_PROCESS | {"receive_path.controller", "receive_path.scheduler", "receive_path.detokenizer",
-                                 "receive_path.unroutable", "pipeline", "trace"}
+    capabilities = IN_PROCESS | {"http_python", "receive_path.controller", "receive_path.scheduler",
+                                 "receive_path.detokenizer", "receive_path.unroutable", "pipeline", "trace"}
     # Its own tracing across real processes, each with SGLANG_USE_PICKLE_IPC set (sglang_trace.py).
     trace_driver = "conformance.adapters.sglang_trace"
 
@@ -246,6 +246,12 @@ class SGLangAdapter(Adapter):
         from pydantic import TypeAdapter
 
         return TypeAdapter(self.classes()[struct]).validate_json(json_text)
+
+    def validate_http_python(self, struct: str, body: Any) -> Any:
+        # What FastAPI (fastapi/_compat/v2.py ModelField.validate) runs on a route's parsed body.
+        from pydantic import TypeAdapter
+
+        return TypeAdapter(self.classes()[struct]).validate_python(body, from_attributes=True)
 
     def manifest_id(self) -> str:
         return f"sglang-{self.version}"

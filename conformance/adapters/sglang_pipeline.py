@@ -1,15 +1,18 @@
-"""SGLang's own serving pipeline on a CPU machine, one run per process (``python -m
-conformance.adapters.sglang_pipeline RUN.json OUT.json``): the differential pipeline runs of
-the ``pipeline`` capability (conformance/pipeline.py says what a run is and how runs are judged).
+"""SGLang's own serving pipeline on a CPU machine (``python -m conformance.adapters.sglang_pipeline
+RUNS.json OUT.json``, several topologies one after another in one process): the differential
+pipeline runs of the ``pipeline`` capability (conformance/pipeline.py says what a run is and how
+runs are judged).
 
     HTTP client --(httpx, in process)--> SGLang's FastAPI app (its routes, its body validation)
-      -> TokenizerManager (built by its own __init__: tokenizer, sockets, send, output handler)
+      -> TokenizerManager (built by its own __init__: tokenizer, sockets, send, output handler),
+         or its MultiTokenizerRouter and TokenizerWorkers (multi-tokenizer topologies)
       -> [DataParallelController: its own __init__ less the scheduler processes it would launch,
           its event loop and the run's load-balance method]          (dp_size > 1)
       -> each rank: SchedulerIpcChannels.create (its sockets) + SchedulerRequestReceiver
          -> the stub scheduler below -> SchedulerOutputStreamer.stream_output (its output building)
       -> DetokenizerManager (its own __init__ and event loop, the model's tokenizer)
-      -> TokenizerManager.handle_loop -> the HTTP response
+      -> TokenizerManager.handle_loop -> the HTTP response (or the Engine API's answer: pooled
+         hidden states are tensors)
 
 Every process boundary of a deployment is a real ZeroMQ socket made by SGLang's get_zmq_socket,
 crossed by its own send and receive functions; the transport is chosen the way its users choose

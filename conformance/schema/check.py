@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
@@ -74,6 +75,7 @@ class Report:
     policy: str
     violations: list[Row] = field(default_factory=list)
     golden: dict[str, Any] = field(default_factory=dict)
+    identity: str = ""  # where the live version and the baseline came from (the line under the header)
 
     @property
     def exit_code(self) -> int:
@@ -82,9 +84,12 @@ class Report:
 
 # -- the two catalogues --------------------------------------------------------------
 def live_catalogue(*, source: Optional[str] = None, manifest: Optional[str] = None,
-                   implementation: Optional[Manifest] = None) -> Manifest:
+                   implementation: Optional[Manifest] = None, module: Optional[str] = None,
+                   version: Optional[str] = None) -> Manifest:
     """The catalogue under review, by its own id: read from source (never imported), a manifest
-    file, or an implementation's live catalogue (`--impl`: the command line asks its adapter)."""
+    file, or an implementation's live catalogue (`--impl`: the command line asks its adapter).
+    With source: `module` names the catalogue module, `version` the tree's version (default: its
+    version file, else git)."""
     from conformance.schema.manifest import load_manifest
     from conformance.schema.manifest.identity import own_identity
 
@@ -93,8 +98,11 @@ def live_catalogue(*, source: Optional[str] = None, manifest: Optional[str] = No
     if len(given) != 1:
         raise UsageError("give one of --source PATH, --impl NAME, --manifest FILE" +
                          (f" (got {' and '.join(given)})" if given else ""))
+    for flag, value in (("--module", module), ("--version", version)):
+        if value is not None and source is None:
+            raise UsageError(f"{flag} goes with --source (it names what a source tree does not say)")
     if source is not None:
-        live = _from_source(source)
+        live = _from_source(source, module, version)
     elif manifest is not None:
         live = load_manifest(manifest)
     else:
@@ -103,32 +111,83 @@ def live_catalogue(*, source: Optional[str] = None, manifest: Optional[str] = No
     return own_identity(live)
 
 
-def _from_source(path: str) -> Manifest:
+def _from_source(path: str, module: Optional[str] = None, version: Optional[str] = None) -> Manifest:
     from conformance.schema.manifest.extract import UnsupportedTypeError
     from conformance.schema.manifest.source import extract_source
 
     if not Path(path).exists():
         raise UsageError(f"--source {path!r}: no such file or folder")
-
+    if version is not None:
+        _check_version(version)
     try:
-        return extract_source(path, array_typecode="q")
+        live = extract_source(path, module=module, version=version, array_typecode="q")
+        if version is not None:
+            live.extracted_with["version_from"] = "--version"
+        return live
     except (UnsupportedTypeError, SyntaxError, ValueError, OSError) as exc:
         raise UsageError(f"--source {path!r}: {exc}") from None
 
 
+def _check_version(version: str) -> None:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(version)
+    except InvalidVersion:
+        raise UsageError(f"--version {version!r}: not a PEP 440 version (0.5.24, 0.5.24.dev3+g1a2b3c4d)") from None
+
+
 def baseline_for(live: Manifest, against: Optional[str] = None) -> Manifest:
     """--against (a bundled id or a manifest file), else the bundled release nearest the live
-    catalogue's version."""
-    from conformance.schema.manifest import bundled_manifests, load_manifest
-    from conformance.schema.manifest.identity import nearest_release
+    catalogue (nearest_baseline)."""
+    from conformance.schema.manifest import load_manifest
 
-    if against:
-        return load_manifest(against)
-    nearest = nearest_release(live.implementation, live.version, bundled_manifests())
-    if nearest is None:
-        raise UsageError(f"no bundled release of {live.implementation!r} to check {live.id} against: "
-                         f"give --against ID|FILE ({', '.join(bundled_manifests())})")
-    return load_manifest(nearest)
+    return load_manifest(against or nearest_baseline(live)[0])
+
+
+def version_known(live: Manifest) -> bool:
+    """Whether the catalogue states a release version (a tree whose version nobody could tell,
+    or git knew only by its commit, says `0`, `0+g<commit>`)."""
+    return live.version.split("+", 1)[0] not in ("", "0")
+
+
+def nearest_baseline(live: Manifest) -> tuple[str, str]:
+    return _nearest_baseline(live.id, live.to_json())
+
+
+@lru_cache(maxsize=8)
+def _nearest_baseline(live_id: str, live_json: bytes) -> tuple[str, str]:
+    import msgspec
+
+    return _choose_baseline(msgspec.json.decode(live_json, type=Manifest))
+
+
+def _choose_baseline(live: Manifest) -> tuple[str, str]:
+    """(the bundled release to check `live` against, why): never a dataclass catalogue (no msgpack
+    form: `schema diff` gives its migration report; ask for one with --against). By version: the
+    newest msgspec-era release of the implementation not newer than it, else its oldest one. When
+    the version is unknown, or the implementation (a fork's distribution) has no bundled release:
+    the msgspec-era release closest in content (fewest changes; the newest of a tie), among those
+    of the implementation, else of the package the catalogue module is in, else all."""
+    from conformance.schema.manifest import load_manifest, wire_manifests
+    from conformance.schema.manifest.identity import nearest_release, split_id
+
+    wire = wire_manifests()
+    own = [m for m in wire if split_id(m)[0] == live.implementation]
+    if own and version_known(live):
+        nearest = nearest_release(live.implementation, live.version, own)
+        assert nearest is not None  # own is not empty
+        return nearest, "the msgspec-era release nearest its version"
+    package = live.module.split(".", 1)[0]
+    pool = own or [m for m in wire if split_id(m)[0] == package] or wire
+    if not pool:
+        raise UsageError(f"no bundled msgspec-era release to check {live.id} against: give --against ID|FILE")
+    from conformance.schema.diff import _version_key
+
+    newest_first = sorted(pool, key=lambda m: _version_key(split_id(m)[1]), reverse=True)
+    counted = sorted(((len(diff(load_manifest(m), live).changes), m) for m in newest_first), key=lambda c: c[0])
+    why = "its version is unknown" if not version_known(live) else f"no bundled release of {live.implementation}"
+    return counted[0][1], f"the msgspec-era release closest in content ({counted[0][0]} change(s); {why})"
 
 
 # -- rows: the diff, proven by bytes ---------------------------------------------------
@@ -192,6 +251,13 @@ def forbidden(row: Row, policy: str) -> bool:
     return BREAKING in levels if policy == "BREAKING" else any(level != FULL for level in levels)
 
 
+def identity_line(live: Manifest, baseline: Manifest, against: Optional[str]) -> str:
+    """Where the live catalogue's version and the baseline came from, in one line."""
+    how = live.extracted_with.get("version_from")
+    chosen = f"--against {against}" if against else nearest_baseline(live)[1]
+    return f"identity: {live.id}" + (f" (version from {how})" if how else "") + f"; baseline {baseline.id}: {chosen}"
+
+
 def judge(live: Manifest, baseline: Manifest, rows: list[Row], policy: str,
           allowances: Sequence[Allowance] = ()) -> Report:
     for row in rows:
@@ -234,17 +300,30 @@ def read_allow_file(path: str) -> tuple[list[Allowance], str]:
 
 # -- the golden update for review ---------------------------------------------------------
 def write_golden(live: Manifest, baseline: Manifest, out: Path) -> dict[str, Any]:
-    """The golden vectors the live catalogue would have, under out/<id>/ beside its manifest
-    (out/<id>.json), and which cases differ from the baseline's bundled vectors."""
-    from conformance.schema.golden import read_index, update
+    """The golden update the live catalogue needs, for review, under out/: its manifest
+    (out/<id>.json), its index and refusals (out/<id>/), and only the vector files golden/ does not
+    bundle already (out/vectors/; vectors are named by their content, so the others are there
+    as they are); which cases differ from the baseline's; and out/golden-diff.txt, the review."""
+    from conformance.paths import golden_dir
+    from conformance.schema.golden import read_index
+    from conformance.schema.golden.store import VECTORS, expected_files, require_wire
     from conformance.schema.manifest import save_manifest
 
     out.mkdir(parents=True, exist_ok=True)
     manifest_file = out / f"{live.id}.json"
     save_manifest(live, manifest_file)
-    written = update([str(manifest_file)], root=out)
+    bundled, written, kept = golden_dir(), 0, 0
+    for relative, content in expected_files(require_wire(live)).items():
+        there = bundled / relative
+        if relative.startswith(VECTORS + "/") and there.is_file() and there.read_bytes() == content:
+            kept += 1
+            continue
+        (out / relative).parent.mkdir(parents=True, exist_ok=True)
+        (out / relative).write_bytes(content)
+        written += 1
     new, old = read_index(live.id, out), read_index(baseline.id)
-    summary: dict[str, Any] = {"folder": str(out), "manifest": str(manifest_file), "files": len(written)}
+    summary: dict[str, Any] = {"folder": str(out), "manifest": str(manifest_file), "files": written,
+                               "bundled_vectors": kept}
     # The review a person reads: only what changed, bytes and decoded values side by side.
     from conformance.schema.golden.diff import golden_diff
     from conformance.schema.golden.diff import render_text as render_golden_diff
@@ -266,6 +345,7 @@ def write_golden(live: Manifest, baseline: Manifest, out: Path) -> dict[str, Any
 _COLUMNS = ("STRUCT", "CHANGE", "MSGPACK", "PICKLE", "RULE", "PROOF")
 _WIDEST_CHANGE = 56
 _NAMED = 8  # violations named in the verdict line; the table has them all
+_NAMED_IN_HEADER = 20  # changes named under the run header's catalogue line
 
 
 def _cut(text: str, width: int) -> str:
@@ -277,6 +357,8 @@ def render_text(report: Report, origin: str = "") -> str:
     breaking = sum(BREAKING in (r.msgpack, r.pickle) for r in rows)
     lines = [f"schema check {report.against} -> {report.live}{f' ({origin})' if origin else ''}: "
              f"{len(rows)} change(s), {breaking} breaking"]
+    if report.identity:
+        lines.append(report.identity)
     if rows:
         cells = [[r.struct + (" (declared)" if r.declared else ""), _cut(r.change, _WIDEST_CHANGE), r.msgpack,
                   r.pickle, r.rule, r.proof] for r in rows]
@@ -288,8 +370,9 @@ def render_text(report: Report, origin: str = "") -> str:
         g = report.golden
         what = (f" ({len(g['changed'])} vector(s) differ from {report.against}'s, {len(g['added'])} new, "
                 f"{len(g['removed'])} gone)" if "changed" in g else "")
-        lines.append(f"golden: {g['files']} file(s) written under {g['folder']}{what}; review them, then "
-                     f"bundle them with the manifest {g['manifest']}")
+        lines.append(f"golden: {g['files']} file(s) written under {g['folder']}{what}: the index, the refusals "
+                     f"and the vectors golden/ lacks ({g.get('bundled_vectors', 0)} others are bundled already); "
+                     f"review them, then bundle them with the manifest {g['manifest']}")
         if "review" in g:
             lines.append(f"{g['review_summary']} (the review: {g['review']})")
     if report.violations:
@@ -305,7 +388,8 @@ def render_text(report: Report, origin: str = "") -> str:
 
 
 def to_dict(report: Report) -> dict[str, Any]:
-    return {"live": report.live, "against": report.against, "policy": report.policy, "exit": report.exit_code,
+    return {"live": report.live, "against": report.against, "identity": report.identity,
+            "policy": report.policy, "exit": report.exit_code,
             "rows": [asdict(r) for r in report.rows], "violations": [r.struct for r in report.violations],
             "golden": report.golden}
 
@@ -327,13 +411,24 @@ def changed_names(live: Manifest, manifest: Manifest) -> dict[str, list[str]]:
 
 
 def live_differs_line(live: Manifest, manifest: Manifest, impl: str) -> str:
-    """The run header's line when the implementation's live catalogue is not the manifest the
-    run checks it against ('' when they agree). Another implementation of the same catalogue
+    """The run header's lines when the implementation's live catalogue is not the manifest the
+    run checks it against ('' when they agree): the counts, then each changed struct (field) with
+    its rule and verdicts, breaking ones first. Another implementation of the same catalogue
     (the reference) keeps its classes in its own modules: where they live is not compared."""
     result: Diff = diff(manifest, live, modules=live.implementation == manifest.implementation)
     if not result.changes:
         return ""
     breaking = sum(BREAKING in (c.msgpack, c.pickle) for c in result.changes)
-    return (f"catalogue: the live catalogue of {impl} ({live.id}) differs from {manifest.id}: "
-            f"{len(result.changes)} change(s), {breaking} breaking; see them: "
-            f"ipc-conformance schema check --impl {impl} --against {manifest.id}")
+    lines = [f"catalogue: the live catalogue of {impl} ({live.id}) differs from {manifest.id}: "
+             f"{len(result.changes)} change(s), {breaking} breaking; see them: "
+             f"ipc-conformance schema check --impl {impl} --against {manifest.id}"]
+    # each changed struct by name, breaking ones first: a run against the live catalogue passes
+    # whatever changed, so the header is where a breaking change shows
+    ordered = sorted(result.changes, key=lambda c: BREAKING not in (c.msgpack, c.pickle))
+    for c in ordered[:_NAMED_IN_HEADER]:
+        subject = c.subject + (f".{c.field}" if c.field else "")
+        lines.append(f"  {'BREAKING' if BREAKING in (c.msgpack, c.pickle) else 'changed'}: {subject}: {c.rule} "
+                     f"(msgpack {c.msgpack}, pickle {c.pickle})")
+    if len(ordered) > _NAMED_IN_HEADER:
+        lines.append(f"  ... and {len(ordered) - _NAMED_IN_HEADER} more (schema check lists them all)")
+    return "\n".join(lines)

@@ -74,7 +74,9 @@ RULES: dict[str, str] = {
     "struct-added": "a struct that is not a message was added (reached through a field)",
     "struct-removed": "a struct that is not a message was removed",
     "message-added": "a message joined the top-level union: old receivers reject its tag",
-    "message-removed": "a message left the top-level union: new receivers reject its tag",
+    "message-removed": "a message left the top-level union: new receivers reject the tag old senders still send "
+                       "(breaking for every peer that still sends it; that new senders never send it is no "
+                       "compatibility)",
     "message-renamed": "a message's class was renamed, its fields alike (paired as renamed fields are): pickle "
                        "names the class, so neither version unpickles the other's; its tag changes with it "
                        "unless set explicitly (tag-changed)",
@@ -308,7 +310,7 @@ class _StructDiff:
             joined = new.role == "message"
             self.add("message-added" if joined else "message-removed",
                      f"{'joined' if joined else 'left'} the top-level union (role {old.role} -> {new.role})",
-                     BACKWARD if joined else FORWARD, BACKWARD if joined else FORWARD)
+                     BACKWARD if joined else BREAKING, BACKWARD if joined else BREAKING)
         self._fields()
 
     def _options(self) -> None:
@@ -521,7 +523,7 @@ def diff(old: Manifest, new: Manifest, *, modules: bool = True) -> Diff:
                                   FULL, FULL))
         elif b is None:
             if a.role == "message":
-                out.append(Change("message-removed", name, f"message {name} removed", FORWARD, FORWARD))
+                out.append(Change("message-removed", name, f"message {name} removed", BREAKING, BREAKING))
             else:
                 out.append(Change("struct-removed", name, f"{a.role} struct {name} removed", FULL, FULL))
         else:

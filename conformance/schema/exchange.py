@@ -301,10 +301,15 @@ def _renamed_pickle(value: Any, writer: VersionSide, reader: ImplementationSide)
 
 @lru_cache(maxsize=None)
 def _golden_bytes(manifest_id: str, message: str, variant: str) -> Optional[bytes]:
+    path = _vector_paths(manifest_id).get((message, variant))
+    return path.read_bytes() if path is not None and path.exists() else None
+
+
+@lru_cache(maxsize=64)
+def _vector_paths(manifest_id: str) -> dict[tuple[str, str], Any]:
     from conformance.schema.golden.store import vector_paths
 
-    path = vector_paths(manifest_id).get((message, variant))
-    return path.read_bytes() if path is not None and path.exists() else None
+    return vector_paths(manifest_id)  # once per manifest, not once per message and variant
 
 
 def _error(exc: BaseException) -> str:

@@ -224,7 +224,7 @@ def render_text(m: Migration) -> str:
     lines += [f"  ! {n.line()}" for n in m.no_msgpack_form]
     for s in m.structs:
         lines.append("")
-        lines.append(s.name + ("  (renamed struct: same fields, similar name; a new wire tag)"
+        lines.append(s.name + ("  (renamed struct: a similar name and shared fields, or an alias line; a new wire tag)"
                                if s.struct_renamed else ""))
         for mark, title, items in (("+", "add", s.added), ("-", "remove", s.removed),
                                    ("~", "renamed?", s.renamed), ("~", "retype", s.retyped),

@@ -15,10 +15,10 @@ from __future__ import annotations
 import array
 import enum
 import pickle
+import struct
 from typing import Any, Mapping
 
 import numpy as np
-import torch
 
 from conformance.schema.manifest import Manifest, StructSpec, T, parse
 
@@ -135,7 +135,18 @@ def hashable(value: Any) -> bool:
         return False
 
 
-def _tensor(variant: str, seed: int) -> torch.Tensor:
+def _tensor(variant: str, seed: int) -> Any:
+    """A torch tensor; where torch is not installed, the WireTensor with the same wire bytes."""
+    from conformance.schema.wire_ext import WireTensor, torch_available
+
+    if not torch_available():
+        if variant == "minimal":
+            return WireTensor((0,), "float32")
+        if variant == "typical":
+            return WireTensor((2, 3), "float32", data=struct.pack("<6f", *(float(i + seed) for i in range(6))))
+        return WireTensor((), "bfloat16", data=b"\x00\x80") if seed % 2 else WireTensor((0, 4), "int64")
+    import torch
+
     if variant == "minimal":
         return torch.zeros(0, dtype=torch.float32)
     if variant == "typical":

@@ -700,6 +700,31 @@ class DuplicateKeysFirstWins(Mutant):
         return super().decode(data, transport)
 
 
+class IntKeysCoerced(Mutant):
+    """A float or bool key in an int-keyed map is coerced to the int it equals instead of
+    refused (R-VAL-6: in a Dict[int, V] a 1.0 or true key is a type error)."""
+
+    kind = "decoder"
+
+    def decode(self, data: bytes, transport: str) -> Any:
+        try:
+            return super().decode(data, transport)
+        except Exception:
+            if transport != "msgpack":
+                raise
+
+            def as_int(key: Any) -> Any:
+                if isinstance(key, bool) or (isinstance(key, float) and key.is_integer()):
+                    return int(key)
+                return key
+
+            coerced = write(deep_map(read(data), lambda v: {as_int(k): x for k, x in v.items()}
+                                     if type(v) is dict else v))
+            if coerced == bytes(data):
+                raise
+            return super().decode(coerced, transport)
+
+
 class BigEndianNdarraysConverted(Mutant):
     """Big-endian ndarrays are converted to little-endian before sending (R-EXT-6: sent as they are)."""
 
@@ -974,6 +999,106 @@ class HttpUnknownKeysAccepted(Mutant):
     def validate_http(self, struct: str, json_text: str) -> Any:
         cls = getattr(self._module, struct)
         return super().validate_http(struct, http_json_with_breaks(cls, json_text, {"http-unknown-keys"}))
+
+
+class _Base64Bridge(Mutant):
+    """The HTTP bridge's base64 decode of one text replaced, in JSON and in Python mode alike,
+    for the duration of each validation (reference_impl/http_bridge.py ``_from_base64``)."""
+
+    kind = "http"
+
+    def decode_text(self, text: str) -> bytes:
+        raise NotImplementedError
+
+    def _bridge(self) -> contextlib.AbstractContextManager:
+        from pydantic_core import PydanticCustomError
+
+        from reference_impl import http_bridge
+
+        original = http_bridge._from_base64
+
+        def decode(value: Any) -> Any:
+            if not isinstance(value, str):
+                return original(value)
+            try:
+                return self.decode_text(value)
+            except ValueError as exc:  # binascii.Error is one
+                raise PydanticCustomError("base64", "invalid base64 text: {reason}", {"reason": str(exc)}) from None
+
+        return patched(http_bridge, "_from_base64", decode)
+
+    def validate_http(self, struct: str, json_text: str) -> Any:
+        with self._bridge():
+            return super().validate_http(struct, json_text)
+
+    def validate_http_python(self, struct: str, body: Any) -> Any:
+        with self._bridge():
+            return super().validate_http_python(struct, body)
+
+
+class Base64Lenient(_Base64Bridge):
+    """base64 decoded without validation (b64decode's default): characters outside the alphabet,
+    whitespace and URL-safe characters are skipped, not refused (R-HTTP-3)."""
+
+    def decode_text(self, text: str) -> bytes:
+        import base64
+
+        return base64.b64decode(text)
+
+
+class Base64UrlSafeAccepted(_Base64Bridge):
+    """The URL-safe alphabet ('-', '_') taken for the standard one's '+', '/' (R-HTTP-3)."""
+
+    def decode_text(self, text: str) -> bytes:
+        import base64
+
+        return base64.b64decode(text.replace("-", "+").replace("_", "/"), validate=True)
+
+
+class Base64PaddingIgnored(_Base64Bridge):
+    """Padding ignored: the text's '=' stripped and put back as needed, so missing or extra
+    padding is accepted (R-HTTP-3)."""
+
+    def decode_text(self, text: str) -> bytes:
+        import base64
+
+        bare = text.rstrip("=")
+        return base64.b64decode(bare + "=" * (-len(bare) % 4), validate=True)
+
+
+class Base64WhitespaceStripped(_Base64Bridge):
+    """Leading and trailing whitespace stripped before a strict decode (R-HTTP-3: refused)."""
+
+    def decode_text(self, text: str) -> bytes:
+        import base64
+
+        from reference_impl.http_bridge import STRICT_BASE64
+
+        text = text.strip()
+        if not STRICT_BASE64.fullmatch(text):
+            raise ValueError("not RFC 4648 base64")
+        return base64.b64decode(text, validate=True)
+
+
+class Base64JsonModeOnly(Mutant):
+    """The bridge decodes base64 in pydantic's JSON mode only: a FastAPI server validates the
+    parsed body in Python mode, where the text passes as its own UTF-8 bytes (R-HTTP-3)."""
+
+    kind = "http"
+
+    def validate_http_python(self, struct: str, body: Any) -> Any:
+        from pydantic_core import core_schema
+
+        from reference_impl import http_bridge
+
+        def json_only(marker: Any, source_type: Any, handler: Any) -> Any:
+            inner = handler(source_type)
+            return core_schema.json_or_python_schema(
+                json_schema=core_schema.no_info_before_validator_function(http_bridge._from_base64, inner),
+                python_schema=inner)
+
+        with patched(http_bridge.Base64Bytes, "__get_pydantic_core_schema__", json_only):
+            return super().validate_http_python(struct, body)
 
 
 # -- receive paths, memory ownership, the engine's own payloads -------------------------------

@@ -120,7 +120,8 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(MUTANTS, "RefusesExtraElements", "Required.Accepts.AbortReq.extra.Decode"),
     _v(MUTANTS, "RefusesIntsForFloats", "Required.Accepts.KvMetrics.int_floats.Decode"),
     _v(MUTANTS, "UnknownExtRefused", "Required.Accepts.DumperControlReqInput.UnknownExtensionForwarded"),
-    _v(MUTANTS, "DuplicateKeysFirstWins", "Required.Accepts.DumperControlReqInput.DuplicateKeyLastValue"),
+    _v(MUTANTS, "DuplicateKeysFirstWins", "Required.Accepts.DumperControlReqInput.DuplicateKeyLastValue",
+       "Required.Accepts.DumperControlReqInput.CollidingKeysKeptOnce"),
     _v(MUTANTS, "CollidingKeysWritten", "Required.Accepts.DumperControlReqInput.CollidingKeysNotWritten"),
     _v(MUTANTS, "BigEndianNdarraysConverted", "Required.ByteOrder.BatchStrOutput.BigEndianKept.encode"),
     _v(MUTANTS, "NdarraysDecodedNative", "Required.ByteOrder.BatchStrOutput.BigEndianKept.decode"),
@@ -180,7 +181,8 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     # -- testee-side violations of the clauses: break modes of the reference testee
     _testee("accept-all", "Required.Refuses.Message.UnknownTag.Decode",
             "Required.Refuses.AbortReq.WrongType.abort_all.Decode",
-            "Required.Refuses.ActiveRanksOutput.MissingRequired.status.Decode"),
+            "Required.Refuses.ActiveRanksOutput.MissingRequired.status.Decode",
+            "Required.Refuses.BatchEmbeddingOutput.FloatKeyForInt.embeddings.Decode"),
     _testee("drop-field", "Required.Golden.FlushCacheReqInput.DecodesVector.typical"),
     _testee("no-unwrap", "Required.Unwrap.TokenizedGenerateReqInput.NoWrapperLeft.msgpack"),
     _testee("unsafe-receive", "Required.Security.field.NoPickleFromUntrustedPeer"),
@@ -199,6 +201,10 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
        "Required.Refuses.TokenizedEmbeddingReqInput.TupleTooLong.mm_inputs.Decode"),
     _v(MUTANTS, "HttpUnknownKeysAccepted", "Required.Http.AbortReq.RejectsUnknownKey"),
     _v(MUTANTS, "HttpFactoryRequired", "Required.Http.ParseFunctionCallReq.OmittedFieldsTakeDefaults"),
+    *(_v(MUTANTS, name, "Required.HttpBase64.UpdateWeightsFromTensorReqInput.Corpus.json",
+         "Required.HttpBase64.LoadLoRAAdapterFromTensorsReqInput.Corpus.python")
+      for name in ("Base64Lenient", "Base64UrlSafeAccepted", "Base64PaddingIgnored", "Base64WhitespaceStripped")),
+    _v(MUTANTS, "Base64JsonModeOnly", "Required.HttpBase64.UpdateWeightsFromTensorReqInput.Corpus.python"),
     _testee("no-map-defaults", "Required.Accepts.KvHintAction.MapDefaultsFilled"),
     _testee("refuse-unknown-map-keys", "Required.Accepts.BeamSearchSequence.MapUnknownKey"),
     _testee("tuple-any-length", "Required.Refuses.TokenizedEmbeddingReqInput.TupleTooShort.mm_inputs.Decode"),
@@ -238,6 +244,9 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
        transport="msgpack"),
     _v(MUTANTS, "OutputCustomizedInfoUnwrapped", "Required.Pipeline.dp1.AnswersEveryRequest.msgpack",
        transport="msgpack"),
+    _testee("keep-colliding-keys", "Required.Accepts.DumperControlReqInput.CollidingKeysKeptOnce"),
+    _v(MUTANTS, "IntKeysCoerced", "Required.Refuses.BatchEmbeddingOutput.FloatKeyForInt.embeddings.Decode",
+       "Required.Refuses.BatchEmbeddingOutput.BoolKeyForInt.embeddings.Decode"),
 )}
 
 #: In-process violations that also run behind the testee protocol, with the checks the testee
@@ -289,6 +298,7 @@ BEHIND_TESTEE: dict[str, tuple[str, ...]] = {
     "QuantizedDtypesDecoded": ("Required.Refuses.Tensor.QuantizedDtype.Decode",),
     "NoBase64": ("Required.HttpBase64.UpdateWeightsFromTensorReqInput.Decodes",
                  "Required.HttpBase64.UpdateWeightsFromTensorReqInput.RejectsMalformed"),
+    "Base64Lenient": ("Required.HttpBase64.UpdateWeightsFromTensorReqInput.Corpus.json",),
     "OmitsEqualDefaults": ("Required.Omission.BeamSearchSequence.NegativeZeroWritten",),
     "WideningCanonicalizesNaN": ("Required.FloatWidening.signalling_nan.KeepsBits",
                                  "Required.FloatWidening.negative_nan_payload.KeepsBits"),
@@ -334,6 +344,9 @@ NO_TESTEE_PATH: dict[str, str] = {
     "pipeline": "a pipeline run drives the implementation's own server and processes (its HTTP app, senders, "
                 "receive paths, output building, its transport switch); a testee is a codec behind the protocol "
                 "(spec/testee.md ops), with no pipeline of its own to run",
+    "python-http": "the testee protocol's http op carries the JSON text; validating a parsed body in pydantic's Python "
+                   "mode, as a FastAPI server does, is a Python library's step (validate_http_python) with no form in "
+                   "the protocol, so a testee's bridge is judged on the JSON text only (R-HTTP-3a)",
     "view": "a JSON view (SPEC 13.3) carries a tensor's value only: no strides, storage offset or requires_grad "
             "reach a testee, so it never holds the non-contiguous or grad-requiring tensor the clause is about",
 }
@@ -392,6 +405,8 @@ PROOFS: dict[str, Proof] = {
     "R-VAL-8a": P(("NumpyFloatsRoundedToShortest",), no_testee="numpy"),
     "R-VAL-9a": P(("ZeroDimAsShapeOne",), (_t("ZeroDimAsShapeOne"),)),
     "R-VAL-6b": P(("DuplicateKeysFirstWins",), (_t("DuplicateKeysFirstWins"),)),
+    "R-VAL-6c": P(("DuplicateKeysFirstWins",), ("testee --break keep-colliding-keys",)),
+    "R-VAL-6d": P(("IntKeysCoerced",), ("testee --break accept-all",)),
     "R-EXT-1a": P(("ExtMetadataLengthLittleEndian",), (_t("ExtMetadataLengthLittleEndian"),)),
     "R-EXT-2a": P(("RawBytesBigEndian",), (_t("RawBytesBigEndian"),)),
     "R-EXT-2b": P(("ArrayTypecodeUnsigned",), (_t("ArrayTypecodeUnsigned"),)),
@@ -433,6 +448,9 @@ PROOFS: dict[str, Proof] = {
     "R-HTTP-2a": P(("NoBase64",), (_t("NoBase64"),)),
     "R-HTTP-2b": P(("HttpUnknownKeysAccepted",), ("testee --break http-unknown-keys",)),
     "R-HTTP-2c": P(("HttpFactoryRequired",), ("testee --break http-factory-required",)),
+    "R-HTTP-3a": P(("Base64Lenient", "Base64UrlSafeAccepted", "Base64PaddingIgnored", "Base64WhitespaceStripped"),
+                   (_t("Base64Lenient"),)),
+    "R-HTTP-3b": P(("Base64JsonModeOnly",), no_testee="python-http"),
     "R-NONE-1a": P(("NarrowLogprobs", "DropsNoneInLists", "NoneInListsAsZero"), (_t("DropsNoneInLists"),)),
     "R-TRACE-1a": P(("DropsTraceUnderMsgpack",), (_t("WrapperContentsLost"),)),
     "R-TRACE-2a": P(("DropsTraceUnderMsgpack",), (_t("WrapperContentsLost"),)),
@@ -458,7 +476,9 @@ PROOFS: dict[str, Proof] = {
     "R-PIPE-1a": P(("ControllerRoutesPickle",), no_testee="pipeline"),
     "R-PIPE-1b": P(("DetokenizerDropsCustomizedInfo", "DetokenizerDropsHiddenStates"), no_testee="pipeline"),
     "R-PIPE-2a": P(("EverySendTwice",), no_testee="pipeline"),
+    "R-PIPE-3a": P(("TransportSwitchTruthy", "ControllerRoutesPickle"), no_testee="pipeline"),
     "R-PIPE-4a": P(("ReceiveSocketsCapped",), no_testee="pipeline"),
+    "R-PIPE-5a": P(("OutputCustomizedInfoUnwrapped",), no_testee="pipeline"),
 }
 
 

@@ -194,6 +194,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--only", action="append", default=[], help="a mutant name (repeatable)")
     parser.add_argument("--select", default="", help="a pytest -k expression (default: the whole suite)")
     parser.add_argument("--out", help="write the outcomes as JSON here")
+    parser.add_argument("--markdown", help="write the outcomes as a Markdown table here (docs/sglang-mutants.md)")
     args = parser.parse_args(argv)
     unknown = sorted(set(args.only) - {m.name for m in MUTANTS})
     if unknown:
@@ -214,7 +215,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"sglang mutants: {caught}/{len(outcomes)} caught")
     if args.out:
         Path(args.out).write_text(json.dumps([dataclasses.asdict(o) for o in outcomes], indent=1))
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(outcomes, args.select))
     return 0 if caught == len(outcomes) else 1
+
+
+def markdown(outcomes: Sequence[Outcome], selection: str) -> str:
+    """The outcomes as the table of docs/sglang-mutants.md."""
+    by_name = {m.name: m for m in MUTANTS}
+    rows = [f"| `{o.mutant}` | {o.family} | {by_name[o.mutant].why} | {'caught' if o.caught else '**missed**'} | "
+            f"{len(o.failed_checks)} | {('`' + o.failed_checks[0] + '`') if o.failed_checks else o.note} |"
+            for o in outcomes]
+    scope = f"the checks of `-k {selection}`" if selection else "the whole suite"
+    return "\n".join([
+        "# Bugs planted into SGLang's own source",
+        "",
+        "Written by `python -m reference_tools.proof sglang-mutants --markdown docs/sglang-mutants.md` "
+        f"(tox -e upstream-mutants): each mutant planted alone into SGLang 0.5.23, {scope} run against it.",
+        f"**{sum(o.caught for o in outcomes)} of {len(outcomes)} caught.**",
+        "",
+        "| mutant | promise it breaks | the bug | verdict | Required checks failing | first |",
+        "|---|---|---|---|---|---|",
+        *rows, ""])
 
 
 if __name__ == "__main__":

@@ -328,6 +328,20 @@ class _Builder:
                          f"{f.name} is {f.type}: {outside!r} is outside the literal",
                          struct=spec.name, field=f.name, payload=self.replaced(spec.name, i, outside))
 
+    def int_keys(self) -> None:
+        """A float or a bool key in a Dict[int, V] (at any list depth, in any union arm): a type
+        error, never coerced to the int it equals to a Python peer (R-VAL-6)."""
+        for spec, i, f in self.fields():
+            found = _int_keyed(f.type_expr, "")
+            if found is None:
+                continue
+            build, where = found
+            for name, key in (("FloatKeyForInt", 1.0), ("BoolKeyForInt", True)):
+                self.add(f"{spec.name}.{name}.{f.name}", "wrong-type", "R-VAL-6",
+                         f"{f.name}{where} is a Dict with int keys; the key {key!r} is a type error, not the int 1",
+                         struct=spec.name, field=f"{f.name}{where}", payload=self.replaced(spec.name, i, build(key)))
+            return  # one field carries the family
+
     def missing_required(self) -> None:
         count = 0
         for name in self.messages:
@@ -543,6 +557,13 @@ class _Builder:
              "device indices end at 127 (torch's is 8-bit: torch.device('cuda:4096') is cuda:0)"),
             ("DeviceIndexAbove127", _buffer(2, meta([[2], "float32", "cuda:128"]), tensor_ok[1]), "R-TEN-3",
              "device indices end at 127 (torch's is 8-bit: torch.device('cuda:128') is cuda:-128)"),
+            *((name, _buffer(2, meta([[2], "float32", device]), tensor_ok[1]), "R-TEN-3",
+               f"{device!r} is outside the device grammar: {why}") for name, device, why in (
+                ("DeviceIndexLeadingZero", "cuda:01", "an index has no leading zeros (one device, one string)"),
+                ("DeviceIndexPlusSign", "cuda:+1", "an index has no sign"),
+                ("DeviceIndexNegative", "cuda:-1", "an index has no sign (torch's -1 means 'the current device')"),
+                ("DeviceCpuIndexed", "cpu:0", "the CPU is 'cpu', never indexed (torch reads 'cpu:0', str() keeps it)"),
+                ("DeviceUpperCase", "CUDA:0", "a device type is lowercase"))),
         ]
         cases_ndarray = [
             ("MetaLengthPastPayload", _buffer(3, meta([[2], "<f4"]), b"\x00" * 8, meta_len=1000), "R-EXT-3",
@@ -621,6 +642,26 @@ class _Builder:
 _SAMPLE: dict[str, Any] = {"int": 1, "float": 0.5, "str": "s", "bool": True, "bytes": b"\x00"}
 
 
+def _int_keyed(t: T, where: str) -> Optional[tuple[Callable[[Any], Any], str]]:
+    """For the first Dict[int, V] reachable through Optional, List and union arms (V a scalar):
+    a function of a key giving the field's value with one entry under that key, and the path."""
+    t = _strip_optional(t)
+    if t.kind == "Dict" and _strip_optional(t.args[0]).kind == "int":
+        sample = _SAMPLE.get(_strip_optional(t.args[1]).kind)
+        if sample is None:
+            return None
+        return (lambda key: {key: sample}), f"{where}{{key}}"
+    if t.kind in ("List", "VarTuple"):
+        inner = _int_keyed(t.args[0], f"{where}[0]")
+        if inner is None:
+            return None
+        build, path = inner
+        return (lambda key: [build(key)]), path
+    if t.kind == "Union":
+        return next((found for a in t.args if (found := _int_keyed(a, where)) is not None), None)
+    return None
+
+
 def _render(t: T) -> str:
     from conformance.schema.manifest.typeexpr import render
 
@@ -663,9 +704,9 @@ def _has(data: bytes, kind: str) -> bool:
 def build(manifest: Manifest, vector: Callable[[str], bytes]) -> list[Refusal]:
     """Every refusal case of the manifest; vector(struct) gives the golden typical bytes."""
     b = _Builder(manifest, vector)
-    for family in (b.wrong_types, b.wrong_elements, b.named_confusions, b.enums_and_literals, b.missing_required,
-                   b.tuple_lengths, b.tags, b.malformed, b.truncations, b.utf8, b.pickle_wrapper, b.extensions,
-                   b.encode_side):
+    for family in (b.wrong_types, b.wrong_elements, b.named_confusions, b.int_keys, b.enums_and_literals,
+                   b.missing_required, b.tuple_lengths, b.tags, b.malformed, b.truncations, b.utf8, b.pickle_wrapper,
+                   b.extensions, b.encode_side):
         family()
     ids = [r.id for r in b.out]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})

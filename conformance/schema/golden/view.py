@@ -29,12 +29,17 @@ import enum
 import json
 import math
 import struct
+import sys
 import warnings
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import msgspec
 import numpy as np
-import torch
+
+from conformance.schema.wire_ext import ITEMSIZE, WireTensor, torch_available
+
+if TYPE_CHECKING:
+    import torch  # imported where a tensor is made: the schema tools run without torch
 
 __all__ = ["ViewError", "dumps", "from_view", "loads", "to_view"]
 
@@ -95,7 +100,11 @@ def to_view(value: Any) -> Any:
         return {"$set": [to_view(v) for v in value]}
     if isinstance(value, dict):
         return {"$dict": [[to_view(k), to_view(v)] for k, v in value.items()]}
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, WireTensor):
+        return {"$tensor": {"dtype": value.dtype, "shape": list(value.shape), "device": value.device,
+                            "data": _b64(value.data)}}
+    torch = sys.modules.get("torch")  # a tensor exists only where torch was imported
+    if torch is not None and isinstance(value, torch.Tensor):
         cpu = value.detach().to("cpu").contiguous()
         flat = cpu.reshape(-1)
         raw = flat.view(torch.uint8).numpy().tobytes() if flat.dtype is not torch.bool else flat.numpy().tobytes()
@@ -207,8 +216,17 @@ def _shape(body: Any, path: str) -> tuple[int, ...]:
     return tuple(shape)
 
 
-def _tensor(body: Any, path: str) -> torch.Tensor:
+def _tensor(body: Any, path: str) -> "torch.Tensor | WireTensor":
     shape = _shape(body, path)
+    if not torch_available():  # the value the torch-free codec reads (conformance.schema.wire_ext)
+        name, raw = str(body.get("dtype")), _unb64(body.get("data"), path)
+        if name not in ITEMSIZE:
+            raise ViewError(f"{path}: {body.get('dtype')!r} is not a tensor dtype that travels as raw bytes")
+        if len(raw) != math.prod(shape) * ITEMSIZE[name]:
+            raise ViewError(f"{path}: {len(raw)} data bytes for shape {list(shape)} of {name}")
+        return WireTensor(shape, name, str(body.get("device", "cpu")), raw)
+    import torch
+
     dtype = getattr(torch, str(body.get("dtype")), None)
     if not isinstance(dtype, torch.dtype):
         raise ViewError(f"{path}: {body.get('dtype')!r} is not a torch dtype name")
@@ -225,15 +243,14 @@ def _tensor(body: Any, path: str) -> torch.Tensor:
     return tensor if device == "cpu" else tensor.to(torch.device(device))
 
 
-# The integer storage of the quantized dtypes a view can describe (data = the integer values).
-_QUANTIZED_STORAGE = {torch.qint8: torch.int8, torch.quint8: torch.uint8, torch.qint32: torch.int32}
-
-
 def _quantized(dtype: torch.dtype, raw: bytes, shape: tuple[int, ...], path: str) -> torch.Tensor:
     """A real quantized tensor (scale 1, zero point 0) whose integer values are `raw`: built
     through torch's quantizer, since a quantized tensor made from raw bytes alone crashes the
     process that reads it. What encoders must refuse (SPEC R-TEN-1) is then a safe value."""
-    storage = _QUANTIZED_STORAGE.get(dtype)
+    import torch
+
+    # the integer storage of the quantized dtypes a view can describe (data = the integer values)
+    storage = {torch.qint8: torch.int8, torch.quint8: torch.uint8, torch.qint32: torch.int32}.get(dtype)
     if storage is None:
         raise ViewError(f"{path}: quantized dtype {dtype} has no view")
     ints = torch.frombuffer(bytearray(raw), dtype=storage) if raw else torch.empty(0, dtype=storage)

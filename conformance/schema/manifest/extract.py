@@ -19,7 +19,7 @@ import msgspec
 
 from conformance.errors import UsageError
 from conformance.schema.manifest.messages import message_union, struct_role
-from conformance.schema.manifest.model import Default, EnumSpec, Field, Manifest, Role, StructSpec
+from conformance.schema.manifest.model import ALIASES, Default, EnumSpec, Field, Manifest, Role, StructSpec
 from conformance.schema.manifest.typeexpr import T, canonical, render
 
 
@@ -432,4 +432,9 @@ def extract_with_classes(
             "python": platform.python_version(),
         },
     )
+    aliases = sorted(f"{name}={obj.__name__}" for name, obj in vars(module).items()
+                     if isinstance(obj, type) and obj.__name__ in specs and name != obj.__name__
+                     and specs[obj.__name__].module == getattr(obj, "__module__", None))
+    if aliases:
+        manifest.extracted_with[ALIASES] = ", ".join(aliases)
     return manifest, {**ex.structs, **ex.enums}

@@ -79,6 +79,18 @@ class EnumSpec(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True):
     base: str = "Enum"
 
 
+#: `extracted_with` key: the catalogue module's other names for its structs, `Alias=Class, ...`
+#: (what pairs a renamed struct whose alias kept its name; spec/manifest.md §1).
+ALIASES = "aliases"
+
+
+def aliases_of(manifest: "Manifest") -> Dict[str, str]:
+    """alias -> struct name, from `extracted_with["aliases"]` (none when it was not recorded)."""
+    text = manifest.extracted_with.get(ALIASES, "")
+    pairs = (item.strip().partition("=") for item in text.split(",") if "=" in item)
+    return {alias.strip(): name.strip() for alias, _, name in pairs}
+
+
 class Manifest(msgspec.Struct, omit_defaults=True, forbid_unknown_fields=True, dict=True):
     implementation: str
     version: str

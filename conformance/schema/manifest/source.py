@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
 
 from conformance.schema.manifest.messages import message_union, struct_role
-from conformance.schema.manifest.model import Manifest, StructSpec
+from conformance.schema.manifest.model import ALIASES, Manifest, StructSpec
 from conformance.schema.manifest.source_reader import ClassReader, SourceError
 from conformance.schema.manifest.source_resolve import Alias, External, Function, TreeClass, Unresolvable
 from conformance.schema.manifest.source_tree import locate
@@ -39,22 +39,39 @@ def extract_source(
     """The manifest of the catalogue module in `path`: an io_struct.py file, a package or
     checkout directory, or a wheel. `module` names the catalogue module when it is not
     sglang.srt.managers.io_struct (or the given file); implementation and version default to
-    the top-level package and the version the tree or wheel states. `exclude` leaves structs
-    out of the union (and out of the manifest unless a field reaches them)."""
+    the top-level package (a wheel: its distribution name, so a fork keeps its own) and the
+    version the wheel or the tree's version file states, else the one git gives the checkout
+    (git_version.py); `extracted_with["version_from"]` says which. `exclude` leaves structs out
+    of the union (and out of the manifest unless a field reaches them)."""
     located = locate(Path(path), module)
     catalogue = _Catalogue(ClassReader(located.tree, array_typecode), located.module, union_attr)
     union, primitives, classes = catalogue.union(set(exclude))
     specs = catalogue.specs(union)
     enums = {name: catalogue.reader.enum_spec(cls) for name, cls in sorted(catalogue.reader.enums.items())}
-    return Manifest(
-        implementation=implementation or located.module.split(".")[0],
+    how: dict[str, str] = {"source": "static", "from": Path(path).name, "python": platform.python_version()}
+    aliases = catalogue.aliases(set(specs))
+    if aliases:
+        how[ALIASES] = aliases
+    if version is None and located.version_from:
+        how["version_from"] = located.version_from
+    elif version is None:
+        how["version_from"] = "unknown: no version file, no git checkout"
+    manifest = Manifest(
+        implementation=implementation or located.distribution or located.module.split(".")[0],
         version=version or located.version or "0",
         module=located.module,
         structs=dict(sorted(specs.items())),
         enums=enums,
         union=sorted(c.name for c in union) + primitives,
-        extracted_with={"source": "static", "from": Path(path).name, "python": platform.python_version()},
+        extracted_with=how,
     )
+    if version is None and located.dirty and "+" in manifest.version:
+        # uncommitted changes: the commit does not name this content, its digest does (a tree on a
+        # release tag gets its digest from own_identity when it differs from the release)
+        from conformance.schema.manifest.identity import DIGEST_CHARS, content_digest
+
+        manifest.version += "." + content_digest(manifest)[:DIGEST_CHARS]
+    return manifest
 
 
 class _Catalogue:
@@ -100,6 +117,20 @@ class _Catalogue:
             role = struct_role(cls.name, names, lambda: any(cls in reader.mro(s)[1:] for s in union))  # noqa: B023 - called at once, inside this iteration
             specs[cls.name] = reader.struct_spec(cls, role)
         return specs
+
+    def aliases(self, structs: set[str]) -> str:
+        """`Alias=Class, ...`: the catalogue module's other names for its structs
+        (`LoadLoRAAdapterReqOutput = UnloadLoRAAdapterReqOutput = LoRAUpdateOutput`)."""
+        found = []
+        for name, bound in self.reader.resolver.bindings(self.module)[0].items():
+            if isinstance(bound, Alias) and isinstance(bound.value, (ast.Name, ast.Attribute)):
+                try:
+                    target = self.reader.resolver.resolve(self.module, bound.value)
+                except Unresolvable:
+                    continue
+                if isinstance(target, TreeClass) and target.name in structs and target.name != name:
+                    found.append(f"{name}={target.name}")
+        return ", ".join(sorted(found))
 
     def _tagged_roots(self) -> List[TreeClass]:
         """Tagged structs defined in the module whose parents are not tagged structs."""

@@ -77,10 +77,10 @@ def _from_directory(root: Path) -> SourceTree:
     return tree
 
 
-def _from_wheel(path: Path) -> tuple[SourceTree, Optional[str]]:
-    """The wheel's modules and the version its METADATA states."""
+def _from_wheel(path: Path) -> tuple[SourceTree, Optional[str], Optional[str]]:
+    """The wheel's modules, and the version and distribution name its METADATA states."""
     archive = zipfile.ZipFile(path)
-    tree, version = SourceTree({}), None
+    tree, version, name = SourceTree({}), None, None
     for member in archive.namelist():
         rel = PurePosixPath(member)
         if rel.suffix == ".py" and ".dist-info" not in member and ".data/" not in member:
@@ -90,9 +90,12 @@ def _from_wheel(path: Path) -> tuple[SourceTree, Optional[str]]:
                 if rel.name == "__init__.py":
                     tree.packages.add(name)
         elif rel.name == "METADATA" and rel.parent.name.endswith(".dist-info"):
-            found = re.search(r"^Version:\s*(\S+)", archive.read(member).decode("utf-8", "replace"), re.M)
+            metadata = archive.read(member).decode("utf-8", "replace")
+            found = re.search(r"^Version:\s*(\S+)", metadata, re.M)
             version = found.group(1) if found else None
-    return tree, version
+            named = re.search(r"^Name:\s*(\S+)", metadata, re.M)
+            name = _normalized(named.group(1)) if named else None
+    return tree, version, name
 
 
 def _package_root(file: Path) -> Path:
@@ -125,18 +128,26 @@ class Located:
     tree: SourceTree
     module: str
     version: Optional[str]
+    version_from: Optional[str] = None  # where the version came from, in words
+    distribution: Optional[str] = None  # a wheel's distribution name (a fork: sglang-kt), normalized
+    dirty: bool = False  # the version came from a git commit the tree has uncommitted changes to
 
 
 def locate(path: Path, module: Optional[str]) -> Located:
-    """The tree at path and the catalogue module in it (module, or io_struct by default)."""
+    """The tree at path and the catalogue module in it (module, or io_struct by default). The
+    version: the wheel's metadata, else the tree's version file, else git (git_version.py)."""
     if not path.exists():
         raise UsageError(f"{path}: no such file or directory")
+    if module is not None and not all(p.isidentifier() for p in module.split(".")):
+        raise UsageError(f"--module {module!r}: not a dotted module name (sglang.srt.managers.io_struct)")
     if path.is_file() and path.suffix == ".whl":
         try:
-            tree, version = _from_wheel(path)
+            tree, version, name = _from_wheel(path)
         except zipfile.BadZipFile:
             raise UsageError(f"{path} is not a wheel (not a zip file)") from None
-        return Located(tree, _require(tree, module or DEFAULT_MODULE, path), version or _wheel_version(path))
+        version = version or _wheel_version(path)
+        return Located(tree, _require(tree, module or DEFAULT_MODULE, path), version,
+                       f"the wheel's metadata ({path.name})" if version else None, name or _wheel_name(path))
     if path.is_file():
         if path.suffix != ".py":
             raise UsageError(f"{path}: give a .py file, a package or checkout directory, or a .whl")
@@ -145,26 +156,80 @@ def locate(path: Path, module: Optional[str]) -> Located:
         name = _module_name(PurePosixPath(path.resolve().relative_to(root.resolve()).as_posix()))
         if name is None:
             raise UsageError(f"{path}: not a Python module name")
-        return Located(tree, module or name, _tree_version(tree, name))
+        wanted = module or name
+        if module is None and "." not in name and name == DEFAULT_MODULE.rsplit(".", 1)[1]:
+            wanted = DEFAULT_MODULE  # a lone io_struct.py: SGLang's catalogue, outside its package
+        if wanted != name:
+            # the file read as `wanted`: in the tree around it that has that module (the edited copy
+            # of a checkout's io_struct.py), else with the modules beside it
+            around = _find_tree(path.parent, wanted) if "." not in name else None
+            if around is not None:
+                tree = around[0]
+                tree.readers[wanted] = _Reader(path.read_bytes)
+            else:
+                tree = _mounted(tree, name, wanted)
+        return _versioned(Located(tree, wanted, None), path)
     # A directory: a package (its parent is the root) or a checkout (io_struct somewhere below).
     root = _package_root(path / "__init__.py") if (path / "__init__.py").exists() else path
     wanted = module or DEFAULT_MODULE
-    # The module's file at the top or one or two levels down (SGLang's checkout keeps it under python/).
+    found = _find_tree(root, wanted)
+    if found is None:
+        raise UsageError(f"{path}: no module {wanted} in this tree (give --module, or the module's .py file)")
+    return _versioned(Located(found[0], wanted, None), found[1])
+
+
+def _find_tree(root: Path, wanted: str) -> Optional[tuple[SourceTree, Path]]:
+    """The tree holding the module: at root, or one or two levels down (SGLang's checkout keeps
+    it under python/)."""
     relative = wanted.replace(".", "/") + ".py"
     found = [Path(*p.parts[:len(p.parts) - len(relative.split("/"))])
              for pattern in (relative, "*/" + relative, "*/*/" + relative) for p in sorted(root.glob(pattern))]
-    candidates = [root] + [c for c in found if c != root]
-    for candidate in candidates:
+    # root itself only when the module's file is where its name says (a checkout's root holds
+    # python/sglang/...: reading every file under it twice costs seconds)
+    for candidate in ([root] if (root / relative).is_file() else []) + [c for c in found if c != root] or [root]:
         tree = _from_directory(candidate)
         if wanted in tree:
-            return Located(tree, wanted, _tree_version(tree, wanted))
-    raise UsageError(f"{path}: no module {wanted} in this tree (give --module, or the module's .py file)")
+            return tree, candidate
+    return None
+
+
+def _mounted(tree: SourceTree, name: str, module: str) -> SourceTree:
+    """The tree with the file `name` read as `module`: every module of the tree moves under the
+    package `module` names when `module` ends with `name` (a lone io_struct.py beside the modules
+    it imports), else the file alone is read under that name."""
+    if module.endswith("." + name):
+        prefix = module[:-len(name)]
+        return SourceTree({prefix + m: r for m, r in tree.readers.items()}, {prefix + p for p in tree.packages})
+    return SourceTree({**tree.readers, module: tree.readers[name]}, set(tree.packages))
+
+
+def _versioned(located: Located, where: Path) -> Located:
+    version = _tree_version(located.tree, located.module)
+    if version is not None:
+        located.version, located.version_from = version, "the tree's version file"
+        return located
+    from conformance.schema.manifest.git_version import git_version
+
+    found = git_version(where)
+    if found is not None:
+        located.version, located.version_from, located.dirty = found.version, found.origin, found.dirty
+    return located
 
 
 def _require(tree: SourceTree, module: str, path: Path) -> str:
     if module not in tree:
         raise UsageError(f"{path}: no module {module} in it (give the module's dotted name)")
     return module
+
+
+def _normalized(distribution: str) -> str:
+    """A distribution name as PEP 503 compares them: sglang_kt, SGLang.KT -> sglang-kt."""
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def _wheel_name(path: Path) -> Optional[str]:
+    parts = path.name.split("-")
+    return _normalized(parts[0]) if len(parts) > 2 else None
 
 
 def _wheel_version(path: Path) -> Optional[str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Callable, Iterator, Optional
 
 PRIMITIVES = ("int", "float", "bool", "str", "bytes", "None")
@@ -119,6 +120,7 @@ class TypeExprError(ValueError):
     pass
 
 
+@lru_cache(maxsize=8192)  # T is frozen: one parse per spelling (a diff parses each type many times)
 def parse(text: str) -> T:
     tokens = _tokenize(text)
     try:
