@@ -49,11 +49,21 @@ TRANSPORTS = ("pickle", "msgpack")
 PRIMITIVES = (int, float, bool, bytes, str, type(None))
 
 
+#: SGLANG_USE_PICKLE_IPC's spellings, as SGLang reads its boolean environment variables.
+PICKLE_SWITCH = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False,
+                 "off": False, "": False}
+
+
 def default_transport() -> str:
-    """IPC_TRANSPORT=pickle|msgpack; SGLANG_USE_PICKLE_IPC=1 is honoured too. Default msgpack."""
+    """IPC_TRANSPORT=pickle|msgpack; else SGLANG_USE_PICKLE_IPC (1/true/yes/on: pickle, 0/false/no/off:
+    msgpack, any case; another value is a ValueError naming it). Default msgpack."""
     chosen = os.environ.get("IPC_TRANSPORT")
     if chosen is None:
-        chosen = "pickle" if os.environ.get("SGLANG_USE_PICKLE_IPC") == "1" else "msgpack"
+        switch = os.environ.get("SGLANG_USE_PICKLE_IPC", "").strip().lower()
+        if switch not in PICKLE_SWITCH:
+            raise ValueError(f"SGLANG_USE_PICKLE_IPC={os.environ['SGLANG_USE_PICKLE_IPC']!r}: "
+                             "use 1/true (pickle) or 0/false (msgpack)")
+        chosen = "pickle" if PICKLE_SWITCH[switch] else "msgpack"
     return resolve_transport(chosen)
 
 

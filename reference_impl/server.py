@@ -22,8 +22,14 @@ if TYPE_CHECKING:
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("--model", "--model-path", dest="model", metavar="DIR",
                         help="Hugging Face-style checkpoint directory (config.json + *.safetensors); "
-                             "default: the built-in tiny model")
+                             "default: the built-in tiny model; 'stub': a deterministic rule instead of the "
+                             "forward pass that records what it produced under --tap-dir (pipeline runs)")
     parser.add_argument("--dp-size", type=int, default=1, help="data-parallel scheduler processes (default 1)")
+    parser.add_argument("--load-balance-method", default="round_robin",
+                        choices=["round_robin", "total_requests", "total_tokens"],
+                        help="how the data-parallel controller picks a rank for a request without routed_dp_rank: "
+                             "in turn, the fewest requests or the fewest tokens it has sent there (default "
+                             "round_robin)")
     parser.add_argument("--device", default="auto",
                         help="auto (cuda when torch sees a GPU), cpu, cuda or cuda:N (default auto)")
     parser.add_argument("--host", default="127.0.0.1")
@@ -48,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
                              "Generation only (no logprobs, hidden states, embeddings or weight updates)")
     parser.add_argument("--profile-dir", help="run each engine process's loop under cProfile and write "
                                               "<dir>/<process>.prof when the server stops")
+    parser.add_argument("--start-method", default="spawn", choices=["spawn", "forkserver"],
+                        help="how the engine processes start: spawn (each imports the engine itself) or forkserver "
+                             "(imported once, each process forked from it: faster start-up) (default spawn)")
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--trace-dir", help="write OpenTelemetry spans as JSON lines here, one file per process")
     parser.add_argument("--tap-dir", help="test hook: record every received IPC frame here, one file per process")
@@ -65,19 +74,20 @@ def config_from_args(args: argparse.Namespace) -> "EngineConfig":
     """The engine's configuration from the command line (ValueError: a value the user must fix)."""
     from reference_impl.engine.config import EngineConfig
 
-    if args.model is not None and not os.path.isfile(os.path.join(args.model, "config.json")):
+    if args.model not in (None, "stub") and not os.path.isfile(os.path.join(args.model, "config.json")):
         raise ValueError(f"--model {args.model}: no config.json there (give a Hugging Face-style checkpoint "
                          "directory, or leave --model out for the built-in tiny model)")
 
     return EngineConfig(
-        model_path=args.model, dp_size=args.dp_size, device=args.device, host=args.host, port=args.port,
+        model_path=args.model, dp_size=args.dp_size, load_balance_method=args.load_balance_method,
+        device=args.device, host=args.host, port=args.port,
         transport=args.ipc_transport, served_model_name=args.served_model_name,
         max_running_requests=args.max_running_requests, context_length=args.context_length,
         stream_interval=args.stream_interval, request_timeout_s=args.request_timeout,
         threads_per_process=args.threads, log_level=args.log_level, trace_dir=args.trace_dir,
         tap_dir=args.tap_dir, debug_skip_unwrap=tuple(args.debug_skip_unwrap),
         max_request_bytes=args.max_request_bytes, exit_on_child_death=args.exit_on_child_death,
-        skip_forward=args.skip_forward, profile_dir=args.profile_dir,
+        skip_forward=args.skip_forward, profile_dir=args.profile_dir, start_method=args.start_method,
     )
 
 

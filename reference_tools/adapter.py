@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from conformance.adapters.base import OPTIONAL_CAPABILITIES, Adapter, EnginePayload, ReceivePath
 from conformance.adapters.e2e import E2ERun, TappedMessage
 from reference_impl.errors import WireError
 
+if TYPE_CHECKING:
+    from conformance.pipeline import PipelineRun, Topology
+
+#: The hops of the reference's pipeline runs leave out, and why.
+PIPELINE_NOT_DRIVEN = {
+    "model forward": "replaced by the stub model (--model stub, reference_impl/engine/stub_model.py), "
+                     "the one stand-in",
+    "tracing on": "driven by the Trace and E2E checks, not in the pipeline runs",
+    "engine API (engine:encode)": "the reference has no in-process Engine API: its pooled hidden states are "
+                                  "answered by its HTTP /encode (return_pooled_hidden_states: the values and dtype)",
+}
 #: Scheduler ranks behind the controller in the receive-path checks: a broadcast reaches several.
 RECEIVE_PATH_DP_SIZE = 2
 TRACE_CARRIER = {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
@@ -145,6 +156,42 @@ class ReferenceAdapter(Adapter):
 
     def decode_frames(self, frames: Sequence[bytes], transport: str) -> Any:
         return self._codec.decode_frames(frames, transport, allow_pickle=True, unwrap_wrappers=False)
+
+    def run_pipeline(self, transport: str, topology: "Topology", workdir: Path) -> "PipelineRun":
+        return self.run_pipelines(transport, [topology], workdir)[0]
+
+    def run_pipelines(self, transport: str, topologies: Sequence["Topology"], workdir: Path) -> list["PipelineRun"]:
+        """The scenario through the engine's own server and processes (reference_tools/pipeline_driver.py),
+        --model stub, the transport chosen by SGLANG_USE_PICKLE_IPC spelled as each topology says
+        (the topologies that spell it alike in one driver process, a server each); then what the
+        engine's tap recorded in each run (received, produced, links)."""
+        from conformance.pipeline import PipelineRun, switch_value
+        from conformance.pipeline_runner import run_module
+        from reference_tools.pipeline_driver import records
+
+        by_switch: dict[str, list[Topology]] = {}
+        runs: dict[str, PipelineRun] = {}
+        for topology in topologies:
+            if topology.tokenizer_workers > 1:
+                runs[topology.name] = PipelineRun(transport=transport, topology=topology, unsupported=(
+                    "the reference engine has one tokenizer manager a server (no multi-tokenizer mode)"))
+            else:
+                by_switch.setdefault(switch_value(topology, transport), []).append(topology)
+        for switch, group in by_switch.items():
+            folder = workdir / f"switch-{switch}"
+            env = {"SGLANG_USE_PICKLE_IPC": switch, **self.pipeline_env(folder)}
+            for run in run_module("reference_tools.pipeline_driver", transport, group, folder, env=env,
+                                  not_driven=PIPELINE_NOT_DRIVEN):
+                tap_dir = folder / f"run-{run.topology.name}" / "tap"
+                if tap_dir.is_dir():
+                    found = records(tap_dir)
+                    run.received, run.produced, run.links = found["received"], found["produced"], found["links"]
+                runs[run.topology.name] = run
+        return [runs[t.name] for t in topologies]
+
+    def pipeline_env(self, workdir: Path) -> dict[str, str]:
+        """More environment for a pipeline run's processes (the proof's engine mutants plant here)."""
+        return {}
 
     def run_e2e(self, transport: str, dp_size: int, workdir: Path) -> E2ERun:
         """reference_tools.e2e.run_engine with this adapter's engine options, as facts for the suite."""

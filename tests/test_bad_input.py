@@ -166,6 +166,7 @@ SERVE_MISTAKES = {
     ("--device", "tpu"): "unknown device 'tpu'; choose auto, cpu or cuda",
     ("--context-length", "-5"): "context_length must be >= 1, got -5",
     ("--nosuch",): "unrecognized arguments: --nosuch",
+    ("--load-balance-method", "shortest_queue"): "argument --load-balance-method: invalid choice: 'shortest_queue'",
 }
 
 

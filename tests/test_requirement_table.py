@@ -66,7 +66,9 @@ def test_violations_are_on_the_path_their_column_says():
     used = {c.no_testee for c in CLAUSES if c.no_testee}
     assert used == set(NO_TESTEE_PATH), f"reasons no clause uses: {set(NO_TESTEE_PATH) - used}"
     exempt_share = sum(bool(c.no_testee) for c in CLAUSES) / len(CLAUSES)
-    assert exempt_share < 0.25, f"{exempt_share:.0%} of the clauses have no testee path: keep exemptions few"
+    # 0.25 until the pipeline requirements (R-PIPE-*): each is a property of an
+    # implementation's own processes, which the testee protocol, a codec behind a pipe, has none of.
+    assert exempt_share < 0.30, f"{exempt_share:.0%} of the clauses have no testee path: keep exemptions few"
 
 
 def test_every_clause_has_a_check_and_a_violation_on_both_paths():

@@ -19,6 +19,10 @@ CONTROLLER = "controller"
 DETOKENIZER = "detokenizer"
 
 
+#: The data-parallel controller's routing methods (SGLang's names; controller.py).
+LOAD_BALANCE_METHODS = ("round_robin", "total_requests", "total_tokens")
+
+
 def scheduler_name(dp_rank: int) -> str:
     return f"scheduler_{dp_rank}"
 
@@ -27,8 +31,9 @@ def scheduler_name(dp_rank: int) -> str:
 class EngineConfig:
     """Everything a process needs to know. Immutable; resolved() fills the defaults."""
 
-    model_path: Optional[str] = None  # None: the built-in tiny checkpoint (written on first use)
+    model_path: Optional[str] = None  # None: the built-in tiny checkpoint (written on first use); "stub": stub_model.py
     dp_size: int = 1
+    load_balance_method: str = "round_robin"  # how the controller picks a rank: LOAD_BALANCE_METHODS
     device: str = "auto"  # "auto" | "cpu" | "cuda" | "cuda:N"
     host: str = "127.0.0.1"
     port: int = 30000
@@ -56,11 +61,20 @@ class EngineConfig:
     # what remains is batching, bookkeeping, time stats, IPC and detokenization.
     skip_forward: bool = False
     profile_dir: Optional[str] = None  # each process's loop under cProfile, written here on exit
+    # How the engine processes start: "spawn" (each imports the engine and torch itself) or
+    # "forkserver" (one server process imports them once and forks each child: faster to start
+    # on a small machine; CUDA is never initialised in it).
+    start_method: str = "spawn"
 
     def resolved(self) -> "EngineConfig":
         from reference_impl import codec
 
         transport = codec.resolve_transport(self.transport)  # env var when None; validates
+        if self.load_balance_method not in LOAD_BALANCE_METHODS:
+            raise ValueError(f"unknown load_balance_method {self.load_balance_method!r}; choose one of "
+                             f"{', '.join(LOAD_BALANCE_METHODS)}")
+        if self.start_method not in ("spawn", "forkserver"):
+            raise ValueError(f"unknown start_method {self.start_method!r}; choose spawn or forkserver")
         if self.dp_size < 1:
             raise ValueError(f"dp_size must be >= 1, got {self.dp_size}")
         if self.max_running_requests < 1:
@@ -77,7 +91,11 @@ class EngineConfig:
             raise ValueError(f"request_timeout_s must be > 0, got {self.request_timeout_s}")
         device = resolve_device(self.device)
         model_path = self.model_path
-        if model_path is None:
+        if model_path == "stub":
+            from .stub_model import ensure_stub_checkpoint
+
+            model_path = str(ensure_stub_checkpoint())
+        elif model_path is None:
             from .checkpoint import ensure_default_checkpoint
 
             model_path = str(ensure_default_checkpoint())

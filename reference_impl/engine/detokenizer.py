@@ -22,7 +22,7 @@ import zmq
 
 from reference_impl.io_struct import AbortReq, BatchEmbeddingOutput, BatchStrOutput, BatchTokenIDOutput
 
-from .config import DETOKENIZER, EngineConfig, IpcNames
+from .config import DETOKENIZER, TOKENIZER_MANAGER, EngineConfig, IpcNames
 from .ipc import Receiver, Sender, choose_unwrap
 from .runtime import run_child
 from .tap import Tap
@@ -76,7 +76,7 @@ class Detokenizer:
         self.tap = Tap(config.tap_dir, DETOKENIZER)
         self.tracing = Tracing(DETOKENIZER, config.trace_dir)
         self.receiver = detokenizer_receiver(self.ctx, config, ipc, self.tap)
-        self.to_tokenizer = Sender(self.ctx, ipc.tokenizer_manager, self.transport)
+        self.to_tokenizer = Sender(self.ctx, ipc.tokenizer_manager, self.transport, self.tap, TOKENIZER_MANAGER)
         self.states: dict[str, DecodeState] = {}
 
     def event_loop(self) -> None:
@@ -174,6 +174,7 @@ class Detokenizer:
             retraction_counts=obj.retraction_counts,
             dp_ranks=obj.dp_ranks,
             time_stats=obj.time_stats,
+            customized_info=obj.customized_info,
         )
 
     def close(self) -> None:

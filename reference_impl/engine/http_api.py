@@ -24,9 +24,17 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from reference_impl.io_struct import (
+    CloseSessionReqInput,
+    ContinueGenerationReqInput,
+    OpenSessionReqInput,
+    PauseGenerationReqInput,
+)
+
 from . import protocol
 from .http_stream import (
     ClientGone,
+    JSONAnswer,
     collect,
     error_response,
     first_item,
@@ -122,7 +130,7 @@ def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = 
             return await stream_response(first, agen, lambda out: [sse(out)])
         results = await unless_disconnected(
             request, asyncio.gather(*(collect(tm.generate(s, headers)) for s in specs)))
-        return JSONResponse(results if is_batch else results[0])
+        return JSONAnswer(results if is_batch else results[0])
 
     @app.post("/encode")
     async def encode(request: Request) -> Response:
@@ -130,7 +138,7 @@ def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = 
         specs, is_batch = protocol.encode_specs(req, tm.tokenizer, tm.vocab_size, tm.context_length)
         headers = trace_headers(request.headers)
         results = await unless_disconnected(request, asyncio.gather(*(tm.encode(s, headers) for s in specs)))
-        return JSONResponse(results if is_batch else results[0])
+        return JSONAnswer(results if is_batch else results[0])
 
     @app.post("/abort_request")
     async def abort_request(request: Request) -> Response:
@@ -138,23 +146,46 @@ def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = 
         if not req.rid and not req.abort_all:
             raise RequestError("rid: give a rid or abort_all=true", param="rid")
         await tm.abort(req.rid, req.abort_all)
-        return JSONResponse({})
+        return JSONAnswer({})
 
     @app.api_route("/flush_cache", methods=["GET", "POST"])
     async def flush_cache() -> Response:
         success, message = await tm.flush_cache()
-        return JSONResponse({"success": success, "message": message}, status_code=200 if success else 400)
+        return JSONAnswer({"success": success, "message": message}, status_code=200 if success else 400)
+
+    @app.api_route("/open_session", methods=["POST"])
+    async def open_session(request: Request) -> Response:
+        obj = protocol.control_request(OpenSessionReqInput, await request.body())
+        success, session_id = await tm.open_session(obj)
+        if not success:
+            raise RequestError(f"session_id: session {session_id!r} is already open", param="session_id")
+        return JSONAnswer(session_id)
+
+    @app.post("/close_session")
+    async def close_session(request: Request) -> Response:
+        await tm.broadcast(protocol.control_request(CloseSessionReqInput, await request.body()))
+        return Response(status_code=200)
+
+    @app.post("/pause_generation")
+    async def pause_generation(request: Request) -> Response:
+        await tm.broadcast(protocol.control_request(PauseGenerationReqInput, await request.body()))
+        return JSONAnswer({"message": "Generation paused successfully."})
+
+    @app.post("/continue_generation")
+    async def continue_generation(request: Request) -> Response:
+        await tm.broadcast(protocol.control_request(ContinueGenerationReqInput, await request.body()))
+        return JSONAnswer({"message": "Generation continued successfully."})
 
     @app.post("/update_weights_from_tensor")
     async def update_weights_from_tensor(request: Request) -> Response:
         obj = protocol.update_weights_request(await request.body(), tm.parameter_shapes)
         success, message = await tm.update_weights_from_tensor(obj)
-        return JSONResponse({"success": success, "message": message}, status_code=200 if success else 400)
+        return JSONAnswer({"success": success, "message": message}, status_code=200 if success else 400)
 
     @app.get("/health")
     async def health() -> Response:
         healthy, body = tm.health()
-        return JSONResponse(body, status_code=200 if healthy else 503)
+        return JSONAnswer(body, status_code=200 if healthy else 503)
 
     @app.get("/health_generate")
     async def health_generate() -> Response:
@@ -164,17 +195,17 @@ def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = 
             spec = protocol.GenerateSpec(input_ids=tm.tokenizer.encode("health"), input_text=None,
                                          sampling_params=params)
             await collect(tm.generate(spec))
-        return JSONResponse(body, status_code=200 if healthy else 503)
+        return JSONAnswer(body, status_code=200 if healthy else 503)
 
     @app.get("/get_server_info")
     @app.get("/server_info")
     async def get_server_info() -> Response:
-        return JSONResponse(tm.server_info())
+        return JSONAnswer(tm.server_info())
 
     @app.get("/get_model_info")
     @app.get("/model_info")
     async def get_model_info() -> Response:
-        return JSONResponse({"model_path": tm.config.model_path, "tokenizer_path": tm.config.model_path,
+        return JSONAnswer({"model_path": tm.config.model_path, "tokenizer_path": tm.config.model_path,
                              "is_generation": True, "served_model_name": tm.config.served_model_name,
                              "weight_version": tm.weight_version})
 

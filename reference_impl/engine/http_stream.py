@@ -6,7 +6,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable
+import math
+from typing import Any, AsyncGenerator, AsyncIterator, Awaitable, Callable, Optional
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, StreamingResponse
@@ -17,8 +18,34 @@ from .tokenizer_manager import EngineError
 logger = logging.getLogger(__name__)
 
 
+def json_text(data: Any, separators: Optional[tuple[str, str]] = None) -> str:
+    """JSON text of an answer; a non-finite float (a logprob of -inf: a token the model rules
+    out) has no JSON form and is written null, as SGLang's ORJSONResponse writes it."""
+    try:
+        return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=separators)
+    except ValueError:
+        return json.dumps(_finite(data), ensure_ascii=False, allow_nan=False, separators=separators)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+class JSONAnswer(JSONResponse):
+    """A JSON response whose non-finite floats are null (json_text), not a 500."""
+
+    def render(self, content: Any) -> bytes:
+        return json_text(content, separators=(",", ":")).encode()
+
+
 def sse(data: Any) -> bytes:
-    return b"data: " + json.dumps(data, ensure_ascii=False).encode() + b"\n\n"
+    return b"data: " + json_text(data).encode() + b"\n\n"
 
 
 SSE_DONE = b"data: [DONE]\n\n"
@@ -26,9 +53,9 @@ SSE_DONE = b"data: [DONE]\n\n"
 
 def error_response(exc: Exception) -> JSONResponse:
     if isinstance(exc, (RequestError, EngineError)):
-        return JSONResponse(exc.to_json(), status_code=exc.status_code)
+        return JSONAnswer(exc.to_json(), status_code=exc.status_code)
     logger.exception("internal error", exc_info=exc)
-    return JSONResponse(EngineError(f"{type(exc).__name__}: {exc}").to_json(), status_code=500)
+    return JSONAnswer(EngineError(f"{type(exc).__name__}: {exc}").to_json(), status_code=500)
 
 
 async def stream_response(first: Any, rest: AsyncGenerator[Any, None], render: Callable[[Any], list[bytes]],

@@ -53,7 +53,11 @@ def choose_unwrap(process: str, debug_skip: tuple[str, ...], default: Unwrap = u
 
 def _decode(frames: list[zmq.Frame], link: str, transport: str, unwrap: Unwrap, tap: Tap) -> Any:
     buffers = [f.buffer for f in frames]
-    obj = codec.decode_frames(buffers, transport, allow_pickle=True, unwrap_wrappers=False)
+    try:
+        obj = codec.decode_frames(buffers, transport, allow_pickle=True, unwrap_wrappers=False)
+    except Exception:
+        tap.undecodable(link, transport, buffers)
+        raise
     delivered = unwrap(obj, transport)
     tap.record(link, transport, buffers, delivered)
     return delivered
@@ -99,16 +103,19 @@ class AsyncReceiver:
 
 
 class Sender:
-    """A connected PUSH socket."""
+    """A connected PUSH socket (with a tap: each message counted towards the process peer)."""
 
-    def __init__(self, ctx: zmq.Context[Any], endpoint: str, transport: str) -> None:
+    def __init__(self, ctx: zmq.Context[Any], endpoint: str, transport: str, tap: Optional[Tap] = None,
+                 peer: str = "") -> None:
         self.sock = ctx.socket(zmq.PUSH)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
         self.sock.connect(endpoint)
-        self.transport = transport
+        self.transport, self.tap, self.peer = transport, tap, peer
 
     def send(self, obj: Any) -> None:
+        if self.tap is not None:
+            self.tap.sent(self.peer)
         zmq_io.send(self.sock, obj, self.transport)
 
     def close(self) -> None:
@@ -116,14 +123,17 @@ class Sender:
 
 
 class AsyncSender:
-    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, transport: str) -> None:
+    def __init__(self, ctx: zmq.asyncio.Context, endpoint: str, transport: str, tap: Optional[Tap] = None,
+                 peer: str = "") -> None:
         self.sock = ctx.socket(zmq.PUSH)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDTIMEO, SEND_TIMEOUT_MS)
         self.sock.connect(endpoint)
-        self.transport = transport
+        self.transport, self.tap, self.peer = transport, tap, peer
 
     async def send(self, obj: Any) -> None:
+        if self.tap is not None:
+            self.tap.sent(self.peer)
         await zmq_io.asend(self.sock, obj, self.transport)
 
     def close(self) -> None:

@@ -2,7 +2,7 @@
 
     launch_server(config)
       1. resolve the config (transport, device, default tiny checkpoint)
-      2. make the private IPC directory (0700) and spawn (multiprocessing "spawn"):
+      2. make the private IPC directory (0700) and start (multiprocessing "spawn", or "forkserver"):
          controller, scheduler_0..N-1, detokenizer; wait until each reports ready
       3. run uvicorn with the FastAPI app; the tokenizer manager starts in its lifespan
       4. on SIGINT / SIGTERM (or any exit): stop the tokenizer manager, terminate and
@@ -60,7 +60,10 @@ class EngineProcesses:
 
         cfg = self.config
         self.ipc = IpcNames.create(cfg.dp_size)
-        ctx = multiprocessing.get_context("spawn")
+        ctx: Any = multiprocessing.get_context(cfg.start_method)  # spawn or forkserver: both make Processes
+        if cfg.start_method == "forkserver":  # one interpreter imports the engine (and torch); children fork from it
+            ctx.set_forkserver_preload([f"reference_impl.engine.{m}"
+                                        for m in ("controller", "scheduler", "detokenizer")])
         plan: list[tuple[str, Callable[..., None], tuple[int, ...]]] = [(CONTROLLER, run_controller_process, ())]
         plan += [(scheduler_name(r), run_scheduler_process, (r,)) for r in range(cfg.dp_size)]
         plan += [(DETOKENIZER, run_detokenizer_process, ())]

@@ -16,9 +16,9 @@ import uuid
 from typing import Any, Optional
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
-from .http_stream import collect, first_item, sse, stream_response, unless_disconnected
+from .http_stream import JSONAnswer, collect, first_item, sse, stream_response, unless_disconnected
 from .protocol import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -78,7 +78,7 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
 
     @app.get("/v1/models")
     async def models() -> Response:
-        return JSONResponse({"object": "list", "data": [
+        return JSONAnswer({"object": "list", "data": [
             {"id": served, "object": "model", "created": 0, "owned_by": "ipc-conformance", "root": served,
              "max_model_len": tm.context_length}]})
 
@@ -149,7 +149,7 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
                     "finish_reason": finish_reason(out["meta_info"])} for i, out in enumerate(outs)]
         total = usage(sum(o["meta_info"]["prompt_tokens"] for o in outs),
                       sum(o["meta_info"]["completion_tokens"] for o in outs))
-        return JSONResponse(envelope(choices, total))
+        return JSONAnswer(envelope(choices, total))
 
     # -- chat ----------------------------------------------------------------------
     def chat_prompt(req: ChatCompletionRequest) -> list[int]:
@@ -229,7 +229,7 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
 
         out = await unless_disconnected(request, collect(tm.generate(gen, headers)))
         meta = out["meta_info"]
-        return JSONResponse(envelope("chat.completion", [{
+        return JSONAnswer(envelope("chat.completion", [{
             "index": 0, "message": {"role": "assistant", "content": out["text"]},
             "logprobs": chat_logprobs(meta, 0), "finish_reason": finish_reason(meta)}],
             usage(meta["prompt_tokens"], meta["completion_tokens"])))
@@ -256,7 +256,7 @@ def add_openai_routes(app: FastAPI, tm: TokenizerManager) -> None:
             return values
 
         prompt = sum(o["meta_info"]["prompt_tokens"] for o in outs)
-        return JSONResponse({"object": "list", "model": served,
+        return JSONAnswer({"object": "list", "model": served,
                              "data": [{"object": "embedding", "index": i, "embedding": vector(o["embedding"])}
                                       for i, o in enumerate(outs)],
                              "usage": {"prompt_tokens": prompt, "total_tokens": prompt}})

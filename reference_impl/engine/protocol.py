@@ -303,13 +303,27 @@ def encode_specs(req: EncodeRequest, tokenizer: Any, vocab_size: int,
     return specs, is_batch
 
 
+# -- control requests ---------------------------------------------------------------
+def control_request(struct: type[Any], body: bytes) -> Any:
+    """A control message of the catalogue from its JSON body (strict: unknown keys and wrong types
+    refused naming the field); rid and http_worker_ipc are the server's, not the client's."""
+    try:
+        obj = TypeAdapter(struct).validate_json(body or b"{}", strict=True)
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    obj.rid = obj.http_worker_ipc = None
+    return obj
+
+
 # -- weight updates ------------------------------------------------------------------
 _update_adapter = TypeAdapter(UpdateWeightsFromTensorReqInput)
 
 
 def update_weights_request(body: bytes,
-                           parameter_shapes: dict[str, tuple[int, ...]]) -> UpdateWeightsFromTensorReqInput:
-    """Validate the JSON (base64 bytes decoded by the pydantic bridge) and the tensors it carries."""
+                           parameter_shapes: Optional[dict[str, tuple[int, ...]]]) -> UpdateWeightsFromTensorReqInput:
+    """Validate the JSON (base64 bytes decoded by the pydantic bridge) and the tensors it carries
+    (parameter_shapes None: a model without parameters, the stub, whose payloads are opaque:
+    never opened, so never unpickled either)."""
     from .weights import check_named_tensors, load_named_tensors
 
     try:
@@ -318,8 +332,9 @@ def update_weights_request(body: bytes,
         raise from_validation_error(exc) from None
     try:
         for rank in range(len(obj.serialized_named_tensors)):
-            check_named_tensors(load_named_tensors(obj.serialized_named_tensors, obj.load_format, rank),
-                                parameter_shapes)
+            if parameter_shapes is not None:
+                check_named_tensors(load_named_tensors(obj.serialized_named_tensors, obj.load_format, rank),
+                                    parameter_shapes)
         if not obj.serialized_named_tensors:
             raise ValueError("serialized_named_tensors is empty")
     except ValueError as exc:

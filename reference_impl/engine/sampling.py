@@ -9,7 +9,7 @@ distribution (log_softmax of the raw logits), before any sampling transform.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Protocol
 
 import torch
 
@@ -66,6 +66,16 @@ def sample(logits: torch.Tensor, params: SamplingParams, generator: Optional[tor
 def make_generator(params: SamplingParams, fallback_seed: int) -> torch.Generator:
     seed = params.sampling_seed if params.sampling_seed is not None else fallback_seed
     return torch.Generator().manual_seed(seed & 0xFFFF_FFFF_FFFF_FFFF)
+
+
+class LogprobView(Protocol):
+    """What the scheduler reads of a step's logprobs (Logprobs, or the stub model's rule)."""
+
+    def token(self, row: int, token_id: int) -> float: ...
+
+    def top(self, row: int, k: int) -> tuple[list[float], list[int]]: ...
+
+    def of_ids(self, row: int, ids: list[int]) -> list[float]: ...
 
 
 class Logprobs:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import uuid
 from array import array
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -32,8 +33,13 @@ from reference_impl.io_struct import (
     BatchTokenIDOutput,
     BatchTokenizedEmbeddingReqInput,
     BatchTokenizedGenerateReqInput,
+    CloseSessionReqInput,
+    ContinueGenerationReqInput,
     FlushCacheReqInput,
     FlushCacheReqOutput,
+    OpenSessionReqInput,
+    OpenSessionReqOutput,
+    PauseGenerationReqInput,
     SamplingParams,
     TokenizedEmbeddingReqInput,
     TokenizedGenerateReqInput,
@@ -43,11 +49,12 @@ from reference_impl.io_struct import (
 
 from . import weights
 from .checkpoint import load_model
-from .config import EngineConfig, IpcNames, scheduler_name
+from .config import DETOKENIZER, TOKENIZER_MANAGER, EngineConfig, IpcNames, scheduler_name
 from .ipc import Receiver, Sender, choose_unwrap
 from .model import KVCache, LlamaForCausalLM, ModelConfig
 from .runtime import run_child
-from .sampling import Logprobs, make_generator, sample
+from .sampling import Logprobs, LogprobView, make_generator, sample
+from .stub_model import StubModel, StubStep, is_stub
 from .tap import Tap
 from .tokenizer import ByteTokenizer
 from .tracing import ReqTimeStats, TimeStatsBatch, Tracing
@@ -88,6 +95,7 @@ class Req:
     output_top_logprobs: tuple[list[Any], list[Any]] = field(default_factory=lambda: ([], []))
     output_ids_logprobs: tuple[list[Any], list[Any]] = field(default_factory=lambda: ([], []))
     hidden_states: list[Any] = field(default_factory=list)
+    customized_info: dict[str, list[Any]] = field(default_factory=dict)  # key -> one value per token
 
     @property
     def seq_len(self) -> int:
@@ -107,7 +115,10 @@ class Scheduler:
         self.device = torch.device(config.scheduler_device(dp_rank))
         self.skip_forward = config.skip_forward
         self.model: Optional[LlamaForCausalLM]
-        if self.skip_forward:  # IPC-bound mode: no weights, no KV cache
+        # --model stub: a deterministic rule instead of the forward pass (stub_model.py)
+        self.stub = StubModel.load(config.model_path, config.tap_dir, self.name) if is_stub(config.model_path) \
+            else None
+        if self.skip_forward or self.stub is not None:  # no weights, no KV cache
             self.model, self.model_config = None, ModelConfig.load(config.model_path)
         else:
             self.model = load_model(config.model_path, device=str(self.device))
@@ -115,20 +126,22 @@ class Scheduler:
         self.tokenizer = ByteTokenizer.from_pretrained(config.model_path)
         self.context_length = config.context_length or self.model_config.max_position_embeddings
         self.max_running = config.max_running_requests
-        self.cache = None if self.skip_forward else KVCache(
+        self.cache = None if self.model is None else KVCache(
             self.model_config, self.max_running, self.context_length, self.device, self.model_config.dtype)
         self.free_slots = list(range(self.max_running))
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.done: list[Req] = []  # finished outside a step (aborts): emitted with the next outputs
         self.rng = random.Random(os.getpid())
+        self.sessions: dict[str, int] = {}  # open session id -> its capacity_of_str_len
+        self.paused = False  # PauseGenerationReqInput: no step runs until ContinueGenerationReqInput
 
         self.ctx = zmq.Context()
         self.tap = Tap(config.tap_dir, self.name)
         self.tracing = Tracing(self.name, config.trace_dir)
         self.receiver = scheduler_receiver(self.ctx, config, ipc, dp_rank, self.tap)
-        self.to_detokenizer = Sender(self.ctx, ipc.detokenizer, self.transport)
-        self.to_tokenizer = Sender(self.ctx, ipc.tokenizer_manager, self.transport)
+        self.to_detokenizer = Sender(self.ctx, ipc.detokenizer, self.transport, self.tap, DETOKENIZER)
+        self.to_tokenizer = Sender(self.ctx, ipc.tokenizer_manager, self.transport, self.tap, TOKENIZER_MANAGER)
         logger.info("%s: model %s on %s, context %d, batch %d", self.name, config.model_path, self.device,
                     self.context_length, self.max_running)
 
@@ -136,7 +149,9 @@ class Scheduler:
     def event_loop(self) -> None:
         while True:
             self.recv_requests()
-            if self.waiting and self.free_slots:
+            if self.paused:  # no step; requests a pause aborted still go out below
+                pass
+            elif self.waiting and self.free_slots:
                 self.run_prefill()
             elif self.running:
                 try:
@@ -148,7 +163,7 @@ class Scheduler:
             self.send_outputs()
 
     def recv_requests(self) -> None:
-        timeout = 0 if (self.waiting or self.running) else IDLE_POLL_MS
+        timeout = 0 if (self.waiting or self.running) and not self.paused else IDLE_POLL_MS
         while True:
             try:
                 obj = self.receiver.recv(timeout_ms=timeout)
@@ -179,6 +194,14 @@ class Scheduler:
             self.to_tokenizer.send(self.flush_cache(obj))
         elif isinstance(obj, UpdateWeightsFromTensorReqInput):
             self.to_tokenizer.send(self.update_weights(obj))
+        elif isinstance(obj, OpenSessionReqInput):
+            self.to_tokenizer.send(self.open_session(obj))
+        elif isinstance(obj, CloseSessionReqInput):
+            self.sessions.pop(obj.session_id, None)
+        elif isinstance(obj, PauseGenerationReqInput):
+            self.pause(obj)
+        elif isinstance(obj, ContinueGenerationReqInput):
+            self.paused = False
         else:
             raise TypeError(f"{self.name} does not handle {type(obj).__name__}")
 
@@ -268,6 +291,14 @@ class Scheduler:
                 req.time_stats.mark("prefill_done")
             self._take_token(req, skipped_forward_token(req))
             return
+        if self.stub is not None:
+            inputs, first = self.stub.prefill(req.rid, req.input_ids, req.return_hidden_states)
+            if req.return_logprob:
+                self._input_logprobs(req, inputs)
+            if req.time_stats is not None:
+                req.time_stats.mark("prefill_done")
+            self._take_stub(req, first)
+            return
         assert self.model is not None and self.cache is not None  # set unless skip_forward
         ids = torch.tensor([req.input_ids], device=self.device)
         positions = torch.arange(len(req.input_ids), device=self.device)[None]
@@ -291,6 +322,11 @@ class Scheduler:
         if self.skip_forward:
             for req in active:
                 self._take_token(req, skipped_forward_token(req))
+            return
+        if self.stub is not None:
+            for req in active:
+                self._take_stub(req, self.stub.step(req.rid, req.input_ids, len(req.output_ids),
+                                                    bool(req.return_hidden_states)))
             return
         assert self.model is not None and self.cache is not None  # set unless skip_forward
         b = self.max_running
@@ -319,7 +355,14 @@ class Scheduler:
             req.counts[token] += 1
         self._take_token(req, token, lp, row)
 
-    def _take_token(self, req: Req, token: int, lp: Optional[Logprobs] = None, row: int = 0) -> None:
+    def _take_stub(self, req: Req, made: StubStep) -> None:
+        """The stub's token, with the hidden rows and customized info it reported for it."""
+        req.hidden_states.extend(made.hidden)
+        for key, value in made.customized.items():
+            req.customized_info.setdefault(key, []).append(value)
+        self._take_token(req, made.token, made.logprobs)
+
+    def _take_token(self, req: Req, token: int, lp: Optional[LogprobView] = None, row: int = 0) -> None:
         """The bookkeeping of one new token (sampled, or the skip-forward rule's)."""
         req.output_ids.append(token)
         req.steps_since_sent += 1
@@ -337,7 +380,7 @@ class Scheduler:
             req.time_stats.mark("first_token")
         self._check_finished(req)
 
-    def _input_logprobs(self, req: Req, lp: Logprobs) -> None:
+    def _input_logprobs(self, req: Req, lp: LogprobView) -> None:
         """Prompt positions from logprob_start_len (-1: none). Position 0 has no logprob: None."""
         start = len(req.input_ids) if req.logprob_start_len < 0 else min(req.logprob_start_len, len(req.input_ids))
         for pos in range(start, len(req.input_ids)):
@@ -424,6 +467,8 @@ class Scheduler:
             "output_top_logprobs_val", "output_top_logprobs_idx", "input_token_ids_logprobs_val",
             "input_token_ids_logprobs_idx", "output_token_ids_logprobs_val", "output_token_ids_logprobs_idx")}
         hidden: list[Any] = []
+        keys = sorted({key for req in reqs for key in req.customized_info})
+        customized: dict[str, list[Any]] = {key: [] for key in keys}  # key -> per request, since the last output
         deltas: list[array[int]] = []
         stats: list[Optional[ReqTimeStats]] = []
         for req in reqs:
@@ -438,6 +483,8 @@ class Scheduler:
             if any_hidden:
                 hidden.append(list(req.hidden_states) if req.return_hidden_states else None)
                 req.hidden_states.clear()
+            for key in keys:
+                customized[key].append(req.customized_info.pop(key, None))
             if req.time_stats is not None:
                 snapshot = req.time_stats.copy()
                 if req.span is not None:  # still running: downstream continues from this span
@@ -461,7 +508,7 @@ class Scheduler:
             reasoning_tokens=[0] * n,
             completion_tokens=[len(r.output_ids) for r in reqs],
             cached_tokens=[0] * n,
-            **{k: (v if any_logprob else None) for k, v in fields.items()},  # type: ignore[arg-type]  # logprob fields
+            **{k: (v if any_logprob else None) for k, v in fields.items()},  # logprob fields
             output_token_entropy_val=None,
             output_token_sampling_mask=None,
             output_hidden_states=hidden if any_hidden else None,
@@ -473,10 +520,14 @@ class Scheduler:
             dp_ranks=[self.dp_rank] * n,
             # The codec wraps the batch's stats in the PickleWrapper the field declares.
             time_stats=TimeStatsBatch(stats) if any(s is not None for s in stats) else None,  # type: ignore[arg-type]
+            customized_info=customized or None,  # type: ignore[arg-type]  # the codec wraps it too
         )
 
     # -- embeddings -----------------------------------------------------------------
     def run_embedding(self, obj: TokenizedEmbeddingReqInput) -> None:
+        if self.stub is not None:
+            self.run_stub_embedding(obj)
+            return
         if self.skip_forward:
             raise ValueError("--skip-forward runs no model: embeddings are not available")
         ids = list(obj.input_ids or [])
@@ -506,6 +557,30 @@ class Scheduler:
             pooled_hidden_states=[pooled.cpu()] if obj.return_pooled_hidden_states else None,
         ))
 
+    def run_stub_embedding(self, obj: TokenizedEmbeddingReqInput) -> None:
+        """The stub's embedding (stub_model.py), through the same output as the model's."""
+        assert self.stub is not None
+        ids = list(obj.input_ids or [])
+        if not ids:
+            raise ValueError("empty input_ids")
+        stats: Optional[ReqTimeStats] = obj.time_stats  # type: ignore[assignment]  # unwrapped on receive
+        embedding: Any  # a list of floats: one arm of the field's union
+        embedding, pooled = self.stub.embed(obj.rid or "", ids, obj.return_pooled_hidden_states)
+        if stats is not None:
+            stats.mark("scheduler_finished")
+        self.to_detokenizer.send(BatchEmbeddingOutput(
+            rids=[obj.rid],  # type: ignore[list-item]  # None only when the peer left it unset
+            finished_reasons=[{"type": "length", "length": 0}],
+            embeddings=[embedding],
+            prompt_tokens=[len(ids)],
+            cached_tokens=[0],
+            placeholder_tokens_idx=None,
+            placeholder_tokens_val=None,
+            retraction_counts=[0],
+            time_stats=[stats] if stats is not None else None,  # type: ignore[arg-type]  # the codec wraps it
+            pooled_hidden_states=[torch.tensor(pooled, dtype=torch.float32)] if pooled is not None else None,
+        ))
+
     # -- control --------------------------------------------------------------------
     def flush_cache(self, obj: FlushCacheReqInput) -> FlushCacheReqOutput:
         if self.running or self.waiting:
@@ -520,6 +595,10 @@ class Scheduler:
         if self.skip_forward:
             return UpdateWeightsFromTensorReqOutput(rid=obj.rid, success=False,
                                                     message=f"{self.name}: --skip-forward holds no weights")
+        if self.stub is not None:  # no parameters: the payloads are taken as they came
+            sizes = [len(payload) for payload in obj.serialized_named_tensors]
+            return UpdateWeightsFromTensorReqOutput(rid=obj.rid, success=True,
+                                                    message=f"{self.name}: the stub took {sizes} bytes")
         assert self.model is not None and self.cache is not None  # set unless skip_forward
         try:
             tensors = weights.load_named_tensors(obj.serialized_named_tensors, obj.load_format, tp_rank=0)
@@ -538,7 +617,24 @@ class Scheduler:
         return UpdateWeightsFromTensorReqOutput(rid=obj.rid, success=True,
                                                 message=f"{self.name}: updated {len(tensors)} tensors")
 
+    def open_session(self, obj: OpenSessionReqInput) -> OpenSessionReqOutput:
+        """A session id this rank knows from now on (a fresh one when none is given)."""
+        session_id = obj.session_id or uuid.uuid4().hex
+        if session_id in self.sessions:
+            return OpenSessionReqOutput(rid=obj.rid, session_id=session_id, success=False)
+        self.sessions[session_id] = obj.capacity_of_str_len
+        return OpenSessionReqOutput(rid=obj.rid, session_id=session_id, success=True)
+
+    def pause(self, obj: PauseGenerationReqInput) -> None:
+        """in_place and retract keep the requests (this engine holds no KV cache to retract);
+        abort ends them all first."""
+        if obj.mode == "abort":
+            self.abort(AbortReq(abort_all=True, abort_message="aborted by a pause"))
+        self.paused = True
+
     def close(self) -> None:
+        if self.stub is not None:
+            self.stub.close()
         for sock in (self.receiver, self.to_detokenizer, self.to_tokenizer):
             sock.close()
         self.ctx.term()

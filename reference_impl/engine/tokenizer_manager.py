@@ -19,7 +19,7 @@ import time
 import uuid
 from array import array
 from dataclasses import asdict, dataclass, field
-from typing import Any, AsyncGenerator, Callable, Optional, Sequence, Union
+from typing import Any, AsyncGenerator, Callable, Optional, Sequence, Union, cast
 
 import torch
 import zmq.asyncio
@@ -32,6 +32,8 @@ from reference_impl.io_struct import (
     BatchStrOutput,
     FlushCacheReqInput,
     FlushCacheReqOutput,
+    OpenSessionReqInput,
+    OpenSessionReqOutput,
     SamplingParams,
     TokenizedEmbeddingReqInput,
     TokenizedGenerateReqInput,
@@ -39,10 +41,11 @@ from reference_impl.io_struct import (
     UpdateWeightsFromTensorReqOutput,
 )
 
-from .config import TOKENIZER_MANAGER, EngineConfig, IpcNames
+from .config import CONTROLLER, TOKENIZER_MANAGER, EngineConfig, IpcNames
 from .ipc import AsyncReceiver, AsyncSender, choose_unwrap
 from .model import ModelConfig, parameter_shapes
 from .protocol import EncodeSpec, GenerateSpec, RequestError
+from .stub_model import is_stub
 from .tap import Tap
 from .tokenizer import ByteTokenizer
 from .tracing import ReqTimeStats, Tracing, open_request_trace
@@ -67,7 +70,7 @@ class EngineError(Exception):
 
 LOGPROB_FIELDS = ("input_token_logprobs", "output_token_logprobs", "input_top_logprobs", "output_top_logprobs",
                   "input_token_ids_logprobs", "output_token_ids_logprobs")
-ControlReply = Union[FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput]
+ControlReply = Union[FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput, OpenSessionReqOutput]
 
 
 @dataclass
@@ -83,6 +86,7 @@ class ReqState:
     logprobs: dict[str, tuple[list[Any], list[Any]]] = field(
         default_factory=lambda: {k: ([], []) for k in LOGPROB_FIELDS})
     hidden_states: list[Any] = field(default_factory=list)
+    customized_info: dict[str, list[Any]] = field(default_factory=dict)  # key -> one value per token so far
     span: Any = None
 
 
@@ -114,7 +118,8 @@ class TokenizerManager:
         self.tokenizer = ByteTokenizer.from_pretrained(config.model_path)
         self.vocab_size = self.model_config.vocab_size
         self.context_length = config.context_length or self.model_config.max_position_embeddings
-        self.parameter_shapes = parameter_shapes(self.model_config)
+        # None: the stub model (no parameters; weight payloads are opaque to it)
+        self.parameter_shapes = None if is_stub(config.model_path) else parameter_shapes(self.model_config)
         self.tracing = Tracing(TOKENIZER_MANAGER, config.trace_dir)
         self.tap = Tap(config.tap_dir, TOKENIZER_MANAGER)
         self.states: dict[str, ReqState] = {}
@@ -130,7 +135,7 @@ class TokenizerManager:
         self.ctx = zmq.asyncio.Context()
         self.receiver = tokenizer_manager_receiver(self.ctx, self.config, self.ipc, self.tap)
         assert self.config.transport is not None, "EngineConfig.resolved() sets the transport"
-        self.sender = AsyncSender(self.ctx, self.ipc.controller, self.config.transport)
+        self.sender = AsyncSender(self.ctx, self.ipc.controller, self.config.transport, self.tap, CONTROLLER)
         self._weights_lock = asyncio.Lock()
         self._tasks = [asyncio.create_task(self._handle_loop(), name="tm-recv"),
                        asyncio.create_task(self._watch_children(), name="tm-watch")]
@@ -189,7 +194,7 @@ class TokenizerManager:
             self._handle_str_output(obj)
         elif isinstance(obj, BatchEmbeddingOutput):
             self._handle_embedding_output(obj)
-        elif isinstance(obj, (FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput)):
+        elif isinstance(obj, (FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput, OpenSessionReqOutput)):
             pending = self.pending.get(obj.rid) if obj.rid is not None else None
             if pending is not None and not pending.future.done():
                 pending.replies.append(obj)
@@ -229,6 +234,12 @@ class TokenizerManager:
                         state.logprobs[name][1].extend(idxs[i])
             if obj.output_hidden_states is not None and obj.output_hidden_states[i] is not None:
                 state.hidden_states.extend(obj.output_hidden_states[i])  # type: ignore[arg-type]  # [i] checked above
+            # customized_info is typed PickleWrapper; the receive path unwrapped it into a dict of
+            # key -> per request, the values since the previous output (None: none for that request).
+            customized: dict[str, list[Any]] = obj.customized_info or {}  # type: ignore[assignment]
+            for key, values in customized.items():
+                if values[i] is not None:
+                    state.customized_info.setdefault(key, []).extend(values[i])
             reason = obj.finished_reasons[i]
             meta: dict[str, Any] = {
                 "id": rid,
@@ -244,6 +255,8 @@ class TokenizerManager:
                 meta.update(self._logprob_meta(state))
             if spec.return_hidden_states:
                 meta["hidden_states"] = list(state.hidden_states)
+            for key, values in state.customized_info.items():  # e.g. a MoE model's expert_ids
+                meta.setdefault(key, list(values))
             if reason is not None:
                 state.finished = True
                 stats = stats_list[i]
@@ -436,17 +449,32 @@ class TokenizerManager:
             self.pending.pop(rid, None)
 
     async def flush_cache(self) -> tuple[bool, str]:
-        replies = await self._control(FlushCacheReqInput())
-        return all(r.success for r in replies), "; ".join(r.message for r in replies)
+        """Success: one message whatever the number of ranks; else what each failing rank said
+        (sorted: replies arrive in any order)."""
+        replies = cast("list[FlushCacheReqOutput]", await self._control(FlushCacheReqInput()))
+        failed = sorted(r.message for r in replies if not r.success)
+        return not failed, "; ".join(failed) if failed else "cache flushed"
+
+    async def open_session(self, obj: OpenSessionReqInput) -> tuple[bool, Optional[str]]:
+        """Every rank opens it (a request of the session may go to any rank): its id, or failure."""
+        obj.session_id = obj.session_id or uuid.uuid4().hex
+        replies = await self._control(obj)
+        return all(r.success for r in replies), obj.session_id
+
+    async def broadcast(self, obj: Any) -> None:
+        """A control message every rank acts on without a reply (close a session, pause and
+        continue generation), sent in order behind what was sent before."""
+        self.check_healthy()
+        await self.sender.send(obj)
 
     async def update_weights_from_tensor(self, obj: UpdateWeightsFromTensorReqInput) -> tuple[bool, str]:
         assert self._weights_lock is not None, "start() creates the lock"
         async with self._weights_lock:
-            replies = await self._control(obj)
+            replies = cast("list[UpdateWeightsFromTensorReqOutput]", await self._control(obj))
             success = all(r.success for r in replies)
             if success and obj.weight_version is not None:
                 self.weight_version = obj.weight_version
-            return success, "; ".join(r.message for r in replies)
+            return success, "; ".join(sorted(r.message for r in replies))  # replies arrive in any order
 
     def server_info(self) -> dict[str, Any]:
         return {

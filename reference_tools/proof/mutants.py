@@ -17,6 +17,7 @@ import math
 import pickle
 import re
 import struct
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import msgspec
@@ -1442,6 +1443,68 @@ class CollidingKeysWritten(Mutant):
 
         with patched(_codec_keys, "find_collision", lambda value, path="": None):
             return super().encode(obj, transport)
+
+
+# -- the engine's own pipeline (R-PIPE): its source edited in every process ---------------------
+class _EnginePlant(Mutant):
+    """The reference with one edit of its engine's source (reference_tools/proof/engine_mutants.py),
+    planted in every process of its pipeline runs (Required.Pipeline.*); the codec checks run
+    the unedited reference."""
+
+    kind = "engine"
+    plant = ""  #: a name of engine_mutants.MUTANTS
+
+    def pipeline_env(self, workdir: Path) -> dict[str, str]:
+        from reference_tools.proof.engine_mutants import MUTANTS, plant
+
+        return plant(MUTANTS[self.plant], workdir)
+
+
+class ControllerRoutesPickle(_EnginePlant):
+    """One load-balance method (total_tokens) of the controller sends with a leftover send_pyobj:
+    under msgpack its rank gets pickle bytes and drops them."""
+
+    plant = "controller-total-tokens-send-pyobj"
+
+
+class ReceiveSocketsCapped(_EnginePlant):
+    """The engine's receiving sockets capped at 64 MiB (zmq MAXMSGSIZE): a larger message (a
+    weight update) is dropped with its connection, silently."""
+
+    plant = "receive-socket-64mib-cap"
+
+
+class EverySendTwice(_EnginePlant):
+    """The one-frame send lacks its return: every message of every process goes twice, the
+    second time as zero-copy frames."""
+
+    plant = "send-lacks-return"
+
+
+class TransportSwitchTruthy(_EnginePlant):
+    """SGLANG_USE_PICKLE_IPC read as a truthy string: '0' and 'false' select pickle, so msgpack
+    can no longer be chosen that way."""
+
+    plant = "switch-truthy-string"
+
+
+class DetokenizerDropsCustomizedInfo(_EnginePlant):
+    """The detokenizer builds its output without the customized info it received."""
+
+    plant = "detokenizer-drops-customized-info"
+
+
+class DetokenizerDropsHiddenStates(_EnginePlant):
+    """The detokenizer builds its output without the hidden states it received."""
+
+    plant = "detokenizer-drops-hidden-states"
+
+
+class OutputCustomizedInfoUnwrapped(_EnginePlant):
+    """The sender's wrap step wraps time stats only: the scheduler's output goes out with its
+    customized info unwrapped under msgpack, and the detokenizer refuses those batches."""
+
+    plant = "output-customized-info-unwrapped"
 
 
 class NoBug(_WireNodes):

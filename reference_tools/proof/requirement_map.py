@@ -230,6 +230,20 @@ VIOLATIONS: dict[str, Violation] = {v.name: v for v in (
     _v(MUTANTS, "TraceCarrierNotAdvanced", "Required.Trace.Scheduler.OneLinkedTrace.msgpack"),
     _v(MUTANTS, "NdarraysShareReceiveBuffer", "Required.TensorMemory.ndarray.OwnsMemory.msgpack"),
     _testee("colliding-keys", "Required.Accepts.DumperControlReqInput.CollidingKeysNotWritten"),
+    # -- the implementation's own pipeline (R-PIPE): the engine's source edited in every process
+    _v(MUTANTS, "ControllerRoutesPickle", "Required.Pipeline.dp2-total_tokens.SameAsBaseline.msgpack",
+       "Required.Pipeline.dp2-total_tokens.SelectedTransportOnEverySocket.msgpack", transport="msgpack"),
+    _v(MUTANTS, "ReceiveSocketsCapped", "Required.Pipeline.dp1.AnswersEveryRequest.msgpack",
+       "Required.Pipeline.dp1.ConservesWhatWasSent.msgpack", transport="msgpack"),
+    _v(MUTANTS, "EverySendTwice", "Required.Pipeline.dp1.DeliveredExactlyOnce.msgpack", transport="msgpack"),
+    _v(MUTANTS, "TransportSwitchTruthy", "Required.Pipeline.dp1.SelectedTransportOnEverySocket.msgpack",
+       transport="msgpack"),
+    _v(MUTANTS, "DetokenizerDropsCustomizedInfo", "Required.Pipeline.dp1.ConservesWhatWasSent.msgpack",
+       transport="msgpack"),
+    _v(MUTANTS, "DetokenizerDropsHiddenStates", "Required.Pipeline.dp1.ConservesWhatWasSent.msgpack",
+       transport="msgpack"),
+    _v(MUTANTS, "OutputCustomizedInfoUnwrapped", "Required.Pipeline.dp1.AnswersEveryRequest.msgpack",
+       transport="msgpack"),
     _testee("keep-colliding-keys", "Required.Accepts.DumperControlReqInput.CollidingKeysKeptOnce"),
     _v(MUTANTS, "IntKeysCoerced", "Required.Refuses.BatchEmbeddingOutput.FloatKeyForInt.embeddings.Decode",
        "Required.Refuses.BatchEmbeddingOutput.BoolKeyForInt.embeddings.Decode"),
@@ -327,6 +341,9 @@ NO_TESTEE_PATH: dict[str, str] = {
              "which carry only the value a numpy scalar stands for, so its encoder never holds one",
     "payload": "an implementation's own opaque objects live in its process and are pickled there; a testee carries "
                "wrappers as opaque bytes (R-PW-6) and has no objects of its own for the runner to compare",
+    "pipeline": "a pipeline run drives the implementation's own server and processes (its HTTP app, senders, "
+                "receive paths, output building, its transport switch); a testee is a codec behind the protocol "
+                "(spec/testee.md ops), with no pipeline of its own to run",
     "python-http": "the testee protocol's http op carries the JSON text; validating a parsed body in pydantic's Python "
                    "mode, as a FastAPI server does, is a Python library's step (validate_http_python) with no form in "
                    "the protocol, so a testee's bridge is judged on the JSON text only (R-HTTP-3a)",
@@ -456,6 +473,12 @@ PROOFS: dict[str, Proof] = {
     "R-VEC-3a": P(("Float32Narrowing", "IntegralFloatsAsInts", "DropsTrailingDefaults"),
                   ("testee --break float32", "testee --break int-floats", "testee --break drop-defaults")),
     "R-VER-1a": P(("NarrowRids", "ReorderedFields"), no_testee="catalogue"),
+    "R-PIPE-1a": P(("ControllerRoutesPickle",), no_testee="pipeline"),
+    "R-PIPE-1b": P(("DetokenizerDropsCustomizedInfo", "DetokenizerDropsHiddenStates"), no_testee="pipeline"),
+    "R-PIPE-2a": P(("EverySendTwice",), no_testee="pipeline"),
+    "R-PIPE-3a": P(("TransportSwitchTruthy", "ControllerRoutesPickle"), no_testee="pipeline"),
+    "R-PIPE-4a": P(("ReceiveSocketsCapped",), no_testee="pipeline"),
+    "R-PIPE-5a": P(("OutputCustomizedInfoUnwrapped",), no_testee="pipeline"),
 }
 
 
