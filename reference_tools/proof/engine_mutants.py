@@ -19,6 +19,7 @@ import dataclasses
 import os
 import textwrap
 from pathlib import Path
+from typing import Protocol
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +80,20 @@ MUTANTS: dict[str, SourceMutant] = {m.name: m for m in (
 )}
 
 
-def sitecustomize(mutant: SourceMutant) -> str:
+class Planted(Protocol):
+    """What a planted edit needs: the reference's SourceMutant and SGLang's alike."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def module(self) -> str: ...
+    @property
+    def old(self) -> str: ...
+    @property
+    def new(self) -> str: ...
+
+
+def sitecustomize(mutant: Planted) -> str:
     """A sitecustomize.py planting mutant: a meta-path finder that compiles mutant.module from
     its source with the edit applied (the edit must apply exactly once)."""
     return textwrap.dedent(f"""\

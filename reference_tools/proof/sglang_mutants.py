@@ -2,8 +2,9 @@
 upstream (``python -m reference_tools.proof sglang-mutants``; tox -e upstream-mutants).
 
 A mutant is one text edit (old -> new, each found exactly once) of one SGLang module. It is
-planted in every Python process of the run, the suite's and the pipeline runs' alike, by a
-``sitecustomize`` on PYTHONPATH whose import hook compiles that module from the edited source:
+planted in every Python process of the run, the suite's and the pipeline runs' alike, by the
+``sitecustomize`` of reference_tools/proof/engine_mutants.py on PYTHONPATH, whose import hook
+compiles that module from the edited source:
 the installed package is never written. An edit that no longer applies is an error, never a
 silent pass: upstream moved and the mutant must follow.
 
@@ -19,10 +20,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import textwrap
 import time
 from pathlib import Path
 from typing import Optional, Sequence
+
+from reference_tools.proof.engine_mutants import sitecustomize
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,43 +111,6 @@ MUTANTS: tuple[SourceMutant, ...] = (
         "            time_stats = tokenized_obj.time_stats\n",
         "the tokenizer manager's single-request send forgets to wrap the opaque fields"),
 )
-
-
-def sitecustomize(mutant: SourceMutant) -> str:
-    """A sitecustomize.py planting mutant: a meta-path finder that compiles mutant.module from
-    its installed source with the edit applied (the edit must apply exactly once)."""
-    return textwrap.dedent(f"""\
-        import importlib.abc, importlib.machinery, importlib.util, sys
-
-        MODULE, OLD, NEW = {mutant.module!r}, {mutant.old!r}, {mutant.new!r}
-
-        class _Loader(importlib.machinery.SourceFileLoader):
-            def get_data(self, path):
-                data = super().get_data(path)
-                if path != self.path:
-                    return data
-                text = data.decode()
-                if text.count(OLD) != 1:
-                    raise ImportError(f"mutant {mutant.name}: the edit applies {{text.count(OLD)}} times in {{path}}")
-                return text.replace(OLD, NEW).encode()
-
-            def path_stats(self, path):
-                raise OSError  # never reuse the unedited bytecode
-
-        class _Finder(importlib.abc.MetaPathFinder):
-            def find_spec(self, name, path, target=None):
-                if name != MODULE:
-                    return None
-                sys.meta_path.remove(self)
-                try:
-                    spec = importlib.util.find_spec(name)
-                finally:
-                    sys.meta_path.insert(0, self)
-                spec.loader = _Loader(name, spec.origin)
-                return spec
-
-        sys.meta_path.insert(0, _Finder())
-        """)
 
 
 @dataclasses.dataclass
