@@ -81,6 +81,10 @@ def run(*, pytest_args: Sequence[str] = (), workers: Optional[str] = None, **cho
     # writes the report, then its first 50 characters): the plugin prints each failure's whole
     # message once instead (hooks.RunHooks.pytest_terminal_summary), unless the user asks for --tb.
     tb = [] if any(a == "--tb" or a.startswith("--tb=") for a in pytest_args) else ["--tb=no"]
+    # ... and pytest's short summary would print each failure again (whole where CI is set): with
+    # the plugin's report, pytest's own lists failures no more (-rE: errors still), unless asked.
+    if tb and not any(a.startswith("-r") for a in pytest_args):
+        tb.append("-rE")
     args = [
         str(SUITE), "-q", *tb, "-p", "no:cacheprovider", "--rootdir", str(SUITE),
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
