@@ -154,29 +154,28 @@ async def drive(client: Any, scenario: Sequence[Mapping[str, Any]], timeout_s: f
     """The scenario through an httpx.AsyncClient (an app in process, or a server's URL): each
     request's JSON answer (or its stream's chunks), in order; a request not answered within
     timeout_s, or while a hop is dead, is recorded with why (``$error``)."""
-    responses: dict[str, Any] = {}
-    for step in scenario:
-        name, path, body = step["name"], step["path"], step["body"]
-        if dead():
-            responses[name] = {"$error": f"not sent: {dead()} died"}
-            continue
-        answer = await _answer(client.post(path, json=body), timeout_s, dead)
-        if isinstance(answer, str):
-            responses[name] = {"$error": f"no answer to {path}: {answer}"}
-            continue
-        text = answer.text
-        if body.get("stream"):
-            chunks = [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
-            responses[name] = {"status": answer.status_code,
-                               "chunks": [c if c == "[DONE]" else json.loads(c) for c in chunks]}
-        else:
-            with contextlib.suppress(ValueError):
-                text = json.loads(text)
-            responses[name] = {"status": answer.status_code, "body": text}
-    return responses
+    return {step["name"]: await post_step(client, step, timeout_s, dead) for step in scenario}
 
 
-async def _answer(request: Awaitable[Any], timeout_s: float, dead: Callable[[], str]) -> Any:
+async def post_step(client: Any, step: Mapping[str, Any], timeout_s: float, dead: Callable[[], str]) -> dict[str, Any]:
+    """One step of the scenario posted: its status and JSON body (or a stream's chunks), or why
+    there is none (``$error``: not sent, a hop being dead; no answer within timeout_s)."""
+    path, body = step["path"], step["body"]
+    if dead():
+        return {"$error": f"not sent: {dead()} died"}
+    answer = await answer_within(client.post(path, json=body), timeout_s, dead)
+    if isinstance(answer, str):
+        return {"$error": f"no answer to {path}: {answer}"}
+    text = answer.text
+    if body.get("stream"):
+        chunks = [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
+        return {"status": answer.status_code, "chunks": [c if c == "[DONE]" else json.loads(c) for c in chunks]}
+    with contextlib.suppress(ValueError):
+        text = json.loads(text)
+    return {"status": answer.status_code, "body": text}
+
+
+async def answer_within(request: Awaitable[Any], timeout_s: float, dead: Callable[[], str]) -> Any:
     """The response, or why there is none: the bound passed, or a hop died meanwhile."""
     task = asyncio.ensure_future(request)
     deadline = time.monotonic() + timeout_s

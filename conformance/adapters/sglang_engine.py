@@ -43,11 +43,11 @@ class ReceivePathError(RuntimeError):
     """A message did not get through an SGLang receive path (dropped, or a process raised)."""
 
 
-class _Stop(BaseException):
+class StopLoop(BaseException):
     """Ends an SGLang event loop thread (raised from the watchdog it feeds every iteration)."""
 
 
-class _Watchdog:
+class QuietWatchdog:
     """What SGLang's event loops call every iteration (soft_watchdog.feed / disable): here the
     rig's way to end a loop thread, and a short sleep so a non-blocking loop does not spin."""
 
@@ -56,7 +56,7 @@ class _Watchdog:
 
     def feed(self) -> None:
         if self.stopping.is_set():
-            raise _Stop
+            raise StopLoop
         time.sleep(0.0005)
 
     @contextlib.contextmanager
@@ -106,7 +106,7 @@ def _socket(ctx: zmq.Context[Any], kind: int, endpoint: str, bind: bool) -> zmq.
 class _Loop:
     """An SGLang event loop on a thread, ended through its watchdog."""
 
-    def __init__(self, run: Callable[[], Any], watchdog: _Watchdog) -> None:
+    def __init__(self, run: Callable[[], Any], watchdog: QuietWatchdog) -> None:
         self.watchdog = watchdog
         self.error: Optional[BaseException] = None
         self.thread = threading.Thread(target=self._run, args=(run,), daemon=True)
@@ -115,7 +115,7 @@ class _Loop:
     def _run(self, run: Callable[[], Any]) -> None:
         try:
             run()
-        except _Stop:
+        except StopLoop:
             pass
         except BaseException as exc:  # noqa: BLE001 - the loop died: what the check reports
             self.error = exc
@@ -160,7 +160,7 @@ class EngineRig:
         controller.dispatching = controller.round_robin_scheduler
         controller.refresh_load_budget_on_dispatch = False
         controller.round_robin_counter = controller.health_round_robin_counter = 0
-        controller.soft_watchdog = _Watchdog()
+        controller.soft_watchdog = QuietWatchdog()
         controller.init_dispatcher()
         self.controller = controller
         self.dispatched: queue.Queue[Any] = queue.Queue()
@@ -279,7 +279,7 @@ class OutputRig:
         sender, receiver = self._pair("detokenizer")
         detokenizer = object.__new__(DetokenizerManager)
         detokenizer.recv_from_scheduler = receiver
-        detokenizer.soft_watchdog = _Watchdog()
+        detokenizer.soft_watchdog = QuietWatchdog()
         handed: queue.Queue[Any] = queue.Queue()
 
         def dispatch(recv_obj: Any) -> None:  # the handlers' input; then the loop ends (its sock_recv blocks)

@@ -39,8 +39,9 @@ import time
 import traceback
 from typing import Any, Optional
 
+from conformance.adapters.sglang_engine import QuietWatchdog, StopLoop
 from conformance.pipeline import ENGINE_ENCODE
-from conformance.pipeline_tap import Tap, TappedSocket, plain, received_form
+from conformance.pipeline_tap import Tap, TappedSocket, answer_within, plain, post_step, received_form
 
 #: The tiny model every run serves: SGLang reads its config; the stub scheduler is its "forward".
 MODEL_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
@@ -250,24 +251,6 @@ class StubScheduler:
         self.running = [req for req in self.running if not req.finished()]
 
 
-class _QuietWatchdog:
-    """What the controller's event loop feeds every iteration: SGLang's soft watchdog only logs;
-    this one also sleeps a little, so the non-blocking loop does not hold a core of a small
-    machine, and ends the loop once its run is over (the loop and its dispatch are unchanged)."""
-
-    def __init__(self) -> None:
-        self.stopping = threading.Event()
-
-    def feed(self) -> None:
-        if self.stopping.is_set():
-            raise _Stop
-        time.sleep(0.0005)
-
-    @contextlib.contextmanager
-    def disable(self) -> Any:
-        yield
-
-
 class _ModelView:
     """The one model-config attribute the request receiver reads."""
 
@@ -403,17 +386,13 @@ class _LoopThread(threading.Thread):
     def run(self) -> None:
         try:
             self._fn()
-        except _Stop:
+        except StopLoop:
             pass
         except BaseException:  # noqa: BLE001 - the loop died: the run reports it, naming the hop
             self.error = traceback.format_exc(limit=6)
 
     def stop(self) -> None:
         self.stopping.set()
-
-
-class _Stop(BaseException):
-    """Ends an SGLang event loop from the watchdog it feeds."""
 
 
 def _thread(target: Any, name: str) -> tuple[str, _LoopThread]:
@@ -448,7 +427,7 @@ def _controller(server_args: Any, port_args: Any, tap: Tap) -> Any:
     controller = Controller(server_args, port_args, run_scheduler_process_func=lambda *a: None)
     controller.recv_from_tokenizer = TappedSocket(controller.recv_from_tokenizer,
                                                   "controller", tap)
-    controller.soft_watchdog = _QuietWatchdog()
+    controller.soft_watchdog = QuietWatchdog()
     return controller
 
 
@@ -471,27 +450,12 @@ async def _drive(managers: list[Any], config: dict[str, Any], timeout_s: float, 
         async def one(index: int, step: dict[str, Any]) -> None:
             name, path, body = step["name"], step["path"], step["body"]
             serving.set(managers[index % len(managers)])
-            if dead():
-                responses[name] = {"$error": f"not sent: {dead()} died"}
-                return
-            if path == ENGINE_ENCODE:
-                got = await _answer(_engine_encode(serving.get(), body), timeout_s, dead)
+            if path == ENGINE_ENCODE and not dead():
+                got = await answer_within(_engine_encode(serving.get(), body), timeout_s, dead)
                 responses[name] = {"$error": f"no answer to {path}: {got}"} if isinstance(got, str) else \
                     {"status": 200, "body": plain(got)}
                 return
-            answer = await _answer(client.post(path, json=body), timeout_s, dead)
-            if isinstance(answer, str):
-                responses[name] = {"$error": f"no answer to {path}: {answer}"}
-                return
-            text = answer.text
-            if body.get("stream"):
-                chunks = [line[len("data: "):] for line in text.splitlines() if line.startswith("data: ")]
-                responses[name] = {"status": answer.status_code,
-                                   "chunks": [c if c == "[DONE]" else json.loads(c) for c in chunks]}
-            else:
-                with contextlib.suppress(ValueError):
-                    text = json.loads(text)
-                responses[name] = {"status": answer.status_code, "body": text}
+            responses[name] = await post_step(client, step, timeout_s, dead)
 
         steps = list(enumerate(config["scenario"]))
         if len(managers) == 1:
@@ -564,18 +528,6 @@ def _tokenizer_workers(server_args: Any, port_args: Any, count: int, first: str,
                              tap):
             workers.append(mixin.get_tokenizer_worker_class(server_args)(server_args, worker_args))
     return workers
-
-
-async def _answer(request: Any, timeout_s: float, dead: Any) -> Any:
-    """The response, or why there is none: the bound passed, or a hop died meanwhile."""
-    task = asyncio.ensure_future(request)
-    deadline = time.monotonic() + timeout_s
-    while not task.done():
-        if time.monotonic() > deadline or dead():
-            task.cancel()
-            return f"{dead()} died" if dead() else f"none within {timeout_s} s"
-        await asyncio.sleep(0.02)
-    return task.result()
 
 
 if __name__ == "__main__":
