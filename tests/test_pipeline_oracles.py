@@ -149,3 +149,30 @@ def test_every_topology_spells_the_switch_both_ways_and_names_every_rid(topology
     assert pipeline.switch_value(topology, "msgpack") in ("0", "false")
     rids = pipeline.expected_rids(topology)
     assert len(rids) == len(set(rids)) >= 8
+
+
+# -- which runs a selection makes (conformance/suite/test_pipeline._wanted) --------------------
+def _selected(*params: dict) -> object:
+    from types import SimpleNamespace
+
+    from conformance.suite import test_pipeline
+
+    items = [SimpleNamespace(callspec=SimpleNamespace(params=p), function=test_pipeline.test_pipeline_conserves)
+             for p in params]
+    return SimpleNamespace(items=items)
+
+
+def test_a_selection_of_one_topology_makes_its_runs_and_its_baselines_only():
+    from types import SimpleNamespace
+
+    from conformance.suite.test_pipeline import _wanted
+
+    ipc = SimpleNamespace(transports=["pickle", "msgpack"])
+    topologies, transports = _wanted(ipc, _selected({"topology": "dp2-round_robin", "transport": "msgpack"}))
+    assert [t.name for t in topologies] == ["dp1", "dp2-round_robin"] and transports == ["msgpack"]
+    # a check that compares transports needs both
+    topologies, transports = _wanted(ipc, _selected({"topology": "embed"}))
+    assert [t.name for t in topologies] == ["embed"] and transports == ["pickle", "msgpack"]
+    # nothing of this module selected (a direct call): every run
+    topologies, transports = _wanted(ipc, SimpleNamespace(items=[]))
+    assert topologies == list(pipeline.TOPOLOGIES) and transports == ["pickle", "msgpack"]

@@ -1,7 +1,8 @@
 """Differential pipeline runs: the scenario through the implementation's own pipeline, under
 each transport and in each topology (conformance/pipeline.py; SPEC §16, R-PIPE-*).
 
-Capability ``pipeline`` (others skip). The runs are made once per session, on first use, the
+Capability ``pipeline`` (others skip). The runs are made once per session, on first use, for the
+selected topologies (and their baselines) only, the
 transports side by side; every check of a run judges the same record.
 """
 
@@ -28,34 +29,53 @@ def _topologies(ipc: Any) -> list[str]:
     return [t.name for t in pipeline.TOPOLOGIES]
 
 
-def _all_runs(ipc: Any, tmp_path_factory: Any) -> dict[tuple[str, str], pipeline.PipelineRun]:
-    """Every (topology, transport) run, made together the first time a check asks: each
+def _wanted(ipc: Any, session: Any) -> tuple[list[pipeline.Topology], list[str]]:
+    """The topologies and transports the session's selected pipeline checks judge: a run of one
+    topology (`-k dp1`) makes only that topology's runs and its baseline's, not all of them."""
+    names: set[str] = set()
+    transports: set[str] = set()
+    for item in session.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "topology" not in params or getattr(getattr(item, "function", None), "__module__", None) != __name__:
+            continue
+        topology = next(t for t in pipeline.TOPOLOGIES if t.name == params["topology"])
+        names.update({topology.name, pipeline.baseline_of(topology).name})
+        transports.update([params["transport"]] if "transport" in params else ipc.transports)
+    if not names:  # asked for from outside the selection (a plugin, a direct call): everything
+        return list(pipeline.TOPOLOGIES), list(ipc.transports)
+    return ([t for t in pipeline.TOPOLOGIES if t.name in names],
+            [t for t in ipc.transports if t in transports])
+
+
+def _all_runs(ipc: Any, tmp_path_factory: Any, session: Any) -> dict[tuple[str, str], pipeline.PipelineRun]:
+    """Every selected (topology, transport) run, made together the first time a check asks: each
     transport's runs on a thread of their own (the adapter's run_pipelines)."""
     with _LOCK:
         if not _RUNS:
+            topologies, transports = _wanted(ipc, session)
+
             def runs_of(transport: str) -> list[pipeline.PipelineRun]:
                 workdir = tmp_path_factory.mktemp(f"pipeline-{transport}")
                 try:
-                    made: list[pipeline.PipelineRun] = ipc.adapter.run_pipelines(transport, pipeline.TOPOLOGIES,
-                                                                                 workdir)
+                    made: list[pipeline.PipelineRun] = ipc.adapter.run_pipelines(transport, topologies, workdir)
                     return made
                 except Exception as exc:  # noqa: BLE001 - every check of these runs reports it
-                    failed = [pipeline.PipelineRun(transport=transport, topology=t) for t in pipeline.TOPOLOGIES]
+                    failed = [pipeline.PipelineRun(transport=transport, topology=t) for t in topologies]
                     for run in failed:
                         run.errors.append(f"run_pipelines raised {type(exc).__name__}: {exc}")
                     return failed
 
             with concurrent.futures.ThreadPoolExecutor(PARALLEL_RUNS) as pool:
-                for runs in pool.map(runs_of, ipc.transports):
+                for runs in pool.map(runs_of, transports):
                     _RUNS.update(((run.topology.name, run.transport), run) for run in runs)
         return _RUNS
 
 
 @pytest.fixture(scope="session")
-def pipeline_run(ipc, tmp_path_factory):
+def pipeline_run(ipc, tmp_path_factory, request):
     def get(topology: str, transport: str) -> pipeline.PipelineRun:
         require(ipc, "pipeline")
-        run = _all_runs(ipc, tmp_path_factory)[(topology, transport)]
+        run = _all_runs(ipc, tmp_path_factory, request.session)[(topology, transport)]
         if run.unsupported:
             pytest.skip(f"the implementation has no {topology} topology: {run.unsupported}")
         return run
