@@ -2,8 +2,8 @@
 each transport and in each topology (conformance/pipeline.py; SPEC §16, R-PIPE-*).
 
 Capability ``pipeline`` (others skip). The runs are made once per session, on first use, for the
-selected topologies (and their baselines) only, the
-transports side by side; every check of a run judges the same record.
+selected topologies (and their baselines) only, the transports side by side; every check of a run
+judges the same record.
 """
 
 from __future__ import annotations
