@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from pydantic_core import core_schema
 
+from conformance.runtime import http_bridge
 from conformance.session import Session
 from conformance.suite import test_http_base64 as checks
-from reference_impl import http_bridge
 
 STRUCTS = ("UpdateWeightsFromTensorReqInput", "LoadLoRAAdapterFromTensorsReqInput")
 

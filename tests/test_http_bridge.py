@@ -1,5 +1,6 @@
-"""The pydantic bridge (reference_impl.http_bridge): HTTP JSON validates into msgspec
-structs, bytes fields marked Base64Bytes arrive as base64 text (defect class: http-base64)."""
+"""The pydantic bridge (conformance.runtime.http_bridge, which reference_impl re-exports): HTTP JSON
+validates into msgspec structs, bytes fields marked Base64Bytes arrive as base64 text (defect class:
+http-base64)."""
 
 from __future__ import annotations
 

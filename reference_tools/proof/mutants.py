@@ -1003,7 +1003,7 @@ class HttpUnknownKeysAccepted(Mutant):
 
 class _Base64Bridge(Mutant):
     """The HTTP bridge's base64 decode of one text replaced, in JSON and in Python mode alike,
-    for the duration of each validation (reference_impl/http_bridge.py ``_from_base64``)."""
+    for the duration of each validation (conformance/runtime/http_bridge.py ``_from_base64``)."""
 
     kind = "http"
 
@@ -1013,7 +1013,7 @@ class _Base64Bridge(Mutant):
     def _bridge(self) -> contextlib.AbstractContextManager:
         from pydantic_core import PydanticCustomError
 
-        from reference_impl import http_bridge
+        from conformance.runtime import http_bridge
 
         original = http_bridge._from_base64
 
@@ -1072,7 +1072,7 @@ class Base64WhitespaceStripped(_Base64Bridge):
     def decode_text(self, text: str) -> bytes:
         import base64
 
-        from reference_impl.http_bridge import STRICT_BASE64
+        from conformance.runtime.http_bridge import STRICT_BASE64
 
         text = text.strip()
         if not STRICT_BASE64.fullmatch(text):
@@ -1089,7 +1089,7 @@ class Base64JsonModeOnly(Mutant):
     def validate_http_python(self, struct: str, body: Any) -> Any:
         from pydantic_core import core_schema
 
-        from reference_impl import http_bridge
+        from conformance.runtime import http_bridge
 
         def json_only(marker: Any, source_type: Any, handler: Any) -> Any:
             inner = handler(source_type)
