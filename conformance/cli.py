@@ -98,12 +98,6 @@ def _run(args: argparse.Namespace) -> int:
     return run(**chosen, pytest_args=args.pytest_args, workers=args.workers)
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from reference_impl.server import main as serve_main  # torch, uvicorn, ... only when serving
-
-    return serve_main(args.serve_args)
-
-
 def _diff_side(spec: str, *, imports: Sequence[str] = (), union_attr: Optional[str] = None) -> Manifest:
     """A manifest file, a bundled id, an implementation name (the live catalogue of its
     adapter: reference, sglang, ...), or `live:<module>` (extracted now)."""
@@ -519,17 +513,25 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("pytest_args", nargs="*", help="extra pytest arguments (after --)")
     run.set_defaults(func=_run)
 
-    # The serve options live in reference_impl/server.py; prefix_chars="\0" hands every
-    # argument after `serve` (including --help) to it untouched.
-    serve = sub.add_parser("serve", add_help=False, prefix_chars="\0",
-                           help="run the reference serving engine (see `ipc-conformance serve --help`)")
-    serve.add_argument("serve_args", nargs=argparse.REMAINDER)
-    serve.set_defaults(func=_serve)
     _add_spec_commands(sub)
-    from reference_tools.bench.cli import add_parser as _add_bench_commands  # light: the benchmarks import on use
-
-    _add_bench_commands(sub)
+    _add_installed_commands(sub)
     return parser
+
+
+#: Entry points that add subcommands (the reference's `serve` and `bench`): each a callable taking
+#: the subparsers; the CLI names no implementation in its code.
+COMMANDS_GROUP = "ipc_conformance.commands"
+
+
+def _add_installed_commands(sub: "argparse._SubParsersAction[_Parser]") -> None:
+    import importlib.metadata
+
+    for entry in sorted(importlib.metadata.entry_points(group=COMMANDS_GROUP), key=lambda e: e.name):
+        try:
+            add = entry.load()
+        except ImportError:  # its package is not installed here
+            continue
+        add(sub)
 
 
 def _command_words(parser: argparse.ArgumentParser, args: argparse.Namespace) -> str:

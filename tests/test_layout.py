@@ -1,15 +1,16 @@
 """The import rules that keep the three audiences apart (README "Layout", conformance/DESIGN.md).
 
-- the suite a third party runs (``conformance`` outside ``conformance.schema``) never imports the
-  reference implementation or its tools: it reaches them only through an adapter, by name;
-- the spec tooling (``conformance.schema``) imports neither the suite nor the serving engine
-  (it may use the reference codec to write golden vectors);
-- the reference implementation (``reference_impl``) never imports the suite or the reference tools.
+- arrows point one way: nothing in the ``conformance`` package (the suite, the plugin, the testee
+  runner, the spec tooling, the golden tools, the CLI) imports ``reference_impl`` or
+  ``reference_tools``; the reference is an implementation plugged in like any other, through the
+  entry points of pyproject.toml (``ipc_conformance.adapters``, ``.commands``, ``.catalogues``);
+- the spec tooling (``conformance.schema``) imports neither the suite nor the serving engine;
+- the reference implementation (``reference_impl``) never imports the suite or the reference tools;
+  it may import the public runtime (``conformance.runtime``: what generated modules import).
 
-Every import counts, lazy ones inside functions too. The one module allowed to know all three is
-the command line, ``conformance.cli``: it is the front door that routes each subcommand to its
-audience, and imports each audience only inside that subcommand. Module imports form no cycle,
-and an import inside a function closes none but the known ones.
+Every import counts, lazy ones inside functions too. The command line, ``conformance.cli``, is the
+front door that routes each subcommand to its audience inside ``conformance``. Module imports form
+no cycle, and an import inside a function closes none but the known ones.
 
 A hand walk rather than import-linter contracts: a contract cannot say "the suite is conformance
 less conformance.schema, paths and errors" without listing every subpackage, so the contracts
@@ -28,7 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("conformance", "reference_impl", "reference_tools")
 FRONT_DOOR = "conformance.cli"
 #: Modules of the conformance package that every audience may import.
-SHARED = ("conformance.paths", "conformance.errors")
+SHARED = ("conformance.paths", "conformance.errors", "conformance.runtime")
+#: What the conformance package never imports, in any module, at any depth.
+REFERENCE = ("reference_impl", "reference_tools")
 
 
 def _module_name(path: Path) -> tuple[str, bool]:
@@ -89,6 +92,32 @@ def _violations() -> list[str]:
 
 def test_audiences_keep_to_their_imports():
     assert _violations() == []
+
+
+def _reference_imports() -> list[str]:
+    return [f"{importer} imports {target}" for importer, imported in sorted(_graph().items())
+            if importer.split(".")[0] == "conformance"
+            for target in sorted(imported) if target.split(".")[0] in REFERENCE]
+
+
+def test_conformance_never_imports_the_reference():
+    """Arrows point one way: the front door and the spec tooling too (the reference reaches them
+    through entry points)."""
+    assert _reference_imports() == []
+
+
+@pytest.mark.parametrize("text", ["import reference_impl.codec\n",
+                                  "def f():\n    from reference_tools.adapter import ReferenceAdapter\n",
+                                  "from reference_impl import http_bridge\n"])
+def test_the_one_way_rule_sees_every_import(text):
+    """The checker itself: a top-level or lazy import of either reference package, anywhere under
+    conformance/ (here in the spec tooling, which the audience rules let import the codec)."""
+    sample = ROOT / "conformance" / "schema" / "_layout_probe.py"
+    sample.write_text(text, encoding="utf-8")
+    try:
+        assert any(v.startswith("conformance.schema._layout_probe imports reference_") for v in _reference_imports())
+    finally:
+        sample.unlink()
 
 
 def test_the_rules_see_a_lazy_import():

@@ -11,19 +11,20 @@ from conformance.errors import UsageError
 ENTRY_POINT_GROUP = "ipc_conformance.adapters"
 
 
-#: The implementations this package ships, by name: an import path each, so that the suite
-#: imports an implementation only when it is asked for (the reference lives in reference_tools).
-BUILTIN = {
-    "reference": "reference_tools.adapter:ReferenceAdapter",
-    "sglang": "conformance.adapters.sglang:SGLangAdapter",
-}
+#: The implementations installed with this package, found by name through ENTRY_POINT_GROUP
+#: (pyproject.toml): the suite imports an implementation only when it is asked for, and never
+#: names one in its code (the reference lives in reference_tools, with the `reference` extra).
+KNOWN = ("reference", "sglang")
+
+#: The extra that installs what a named implementation needs.
+EXTRAS = {"reference": "reference"}
 
 
 def load_adapter(spec: str) -> Adapter:
     """'reference', 'sglang', an entry point name, 'package.module:object' (an Adapter
     instance, class or factory), or 'cmd:<command line>' (a testee process, spec/testee.md).
     A spec that names nothing loadable, or a testee that does not start, is a UsageError."""
-    named = BUILTIN.get(spec, spec)
+    named = spec
     if named.startswith("cmd:"):
         from conformance.testee.adapter import TesteeRuntimeError, from_spec
 
@@ -42,7 +43,7 @@ def load_adapter(spec: str) -> Adapter:
 def check_spec(spec: str) -> None:
     """The checks of load_adapter that need no implementation started: the name resolves, its
     module imports, its object exists; a testee's program exists. Raises UsageError."""
-    named = BUILTIN.get(spec, spec)
+    named = spec
     if named.startswith("cmd:"):
         import shutil
 
@@ -61,11 +62,19 @@ def check_spec(spec: str) -> None:
 
 def _target(spec: str, named: str) -> object:
     if ":" not in named:
-        matches = [ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == named]
+        entry_points = importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)
+        matches = [ep for ep in entry_points if ep.name == named]
         if not matches:
-            raise UsageError(f"no implementation {spec!r}: use {', '.join(BUILTIN)}, an entry point in "
-                             f"{ENTRY_POINT_GROUP!r}, module:object, or cmd:<testee command line>")
-        return matches[0].load()
+            names = sorted({*KNOWN, *(ep.name for ep in entry_points)})
+            raise UsageError(f"no implementation {spec!r}: use {', '.join(names)} (entry points in "
+                             f"{ENTRY_POINT_GROUP!r}), module:object, or cmd:<testee command line>")
+        try:
+            return matches[0].load()
+        except ImportError as exc:
+            missing = getattr(exc, "name", None) or str(exc)
+            extra = EXTRAS.get(named)
+            hint = f": pip install 'ipc-conformance[{extra}]'" if extra else ""
+            raise UsageError(f"--impl {spec!r} needs {missing!r}, which is not installed{hint}") from None
     module, _, attr = named.partition(":")
     try:
         loaded = importlib.import_module(module)
@@ -84,4 +93,4 @@ def _instance(spec: str, target: object) -> Adapter:
     return adapter
 
 
-__all__ = ["CAPABILITIES", "Adapter", "BUILTIN", "ENTRY_POINT_GROUP", "check_spec", "load_adapter"]
+__all__ = ["CAPABILITIES", "EXTRAS", "KNOWN", "Adapter", "ENTRY_POINT_GROUP", "check_spec", "load_adapter"]

@@ -1,12 +1,13 @@
-"""The msgpack extension types of the wire (SPEC §4) without torch, for the spec tooling.
+"""The msgpack extension types of the wire (SPEC §4), the codec the golden vectors are made with.
 
 `schema check --source`, `schema diff/verify` and the golden tools read source files and make
 vectors; none of that needs torch, and an engine's CI job or pre-commit hook should not install
-gigabytes to read `io_struct.py`. Where torch is installed the tooling uses the reference codec
-(reference_impl.ext) and real tensors, as before; where it is not, a tensor is a `WireTensor`
-(shape, dtype name, device and raw bytes: exactly what the wire carries) and this codec writes
-and reads the same bytes: ext 1 `array.array`, ext 2 tensor, ext 3 numpy ndarray, each payload
-`4-byte big-endian metadata length | msgpack metadata | raw bytes`.
+gigabytes to read `io_struct.py`. Where torch is installed a tensor is a real `torch.Tensor`;
+where it is not, a tensor is a `WireTensor` (shape, dtype name, device and raw bytes: exactly
+what the wire carries). Either way this codec writes and reads the same bytes: ext 1
+`array.array`, ext 2 tensor, ext 3 numpy ndarray, each payload `4-byte big-endian metadata
+length | msgpack metadata | raw bytes`. It lives on the conformance side: the reference
+implementation's codec (reference_impl.ext) writes the same bytes, and the golden vectors prove it.
 """
 
 from __future__ import annotations
@@ -92,8 +93,41 @@ def enc_hook(obj: Any) -> Any:
                                    arr.reshape(-1).view(np.uint8).tobytes())
     if isinstance(obj, np.generic) and not isinstance(obj, np.void):
         return obj.item()
+    torch = sys.modules.get("torch")  # a real tensor exists only where torch was imported
+    if torch is not None and isinstance(obj, torch.Tensor):
+        return msgspec.msgpack.Ext(EXT_TENSOR, _header(_tensor_metadata(obj)) + _tensor_bytes(obj))
     raise TypeError(f"{type(obj).__module__}.{type(obj).__qualname__} has no msgpack form; "
                     "declare a precise field type or carry it in a PickleWrapper field")
+
+
+def _tensor_metadata(tensor: Any) -> list[Any]:
+    device = "cpu" if tensor.is_cpu else str(tensor.device)
+    return [list(tensor.shape), str(tensor.dtype).removeprefix("torch."), device]
+
+
+def _tensor_bytes(tensor: Any) -> bytes:
+    """The element bytes of a dense tensor, C order (gradients, lazy conjugation and the device dropped)."""
+    import torch
+
+    if tensor.layout is not torch.strided or tensor.is_meta or tensor.is_quantized:
+        raise TypeError(f"a {tensor.layout} {tensor.dtype} tensor has no raw-byte form on the wire")
+    cpu = tensor.detach().resolve_conj().resolve_neg().to("cpu").contiguous().reshape(-1)
+    return bytes(cpu.view(torch.uint8).numpy().tobytes())
+
+
+def _real_tensor(shape: tuple[int, ...], dtype: str, device: str, raw: bytes) -> Any:
+    import torch
+
+    kind = getattr(torch, dtype, None)
+    if not isinstance(kind, torch.dtype):
+        raise ValueError(f"tensor dtype {dtype!r} is not a torch dtype here")
+    tensor = torch.frombuffer(bytearray(raw), dtype=kind).reshape(shape) if raw else torch.empty(shape, dtype=kind)
+    if device == "cpu":
+        return tensor
+    try:
+        return tensor.to(device)
+    except (RuntimeError, ValueError, AssertionError) as exc:
+        raise ValueError(f"tensor device {device!r} is not available here: {exc}") from None
 
 
 def _unpack(data: memoryview, what: str) -> tuple[Any, bytes]:
@@ -129,7 +163,7 @@ def ext_hook(code: int, data: memoryview) -> Any:
         if math.prod(shape) * ITEMSIZE[dtype] != len(raw):
             raise ValueError(f"tensor of shape {list(shape)} and dtype {dtype} needs "
                              f"{math.prod(shape) * ITEMSIZE[dtype]} bytes, got {len(raw)}")
-        return WireTensor(shape, dtype, device, raw)
+        return _real_tensor(shape, dtype, device, raw) if torch_available() else WireTensor(shape, dtype, device, raw)
     if code == EXT_NDARRAY:
         meta, raw = _unpack(data, "ndarray")
         if not isinstance(meta, list) or len(meta) != 2 or not isinstance(meta[1], str):
@@ -148,5 +182,5 @@ def dec_hook(tp: type, obj: Any) -> Any:
 
 
 def make_ext_hook(oob_frames: Any = None) -> Callable[[int, memoryview], Any]:
-    """The ext_hook, as reference_impl.ext.make_ext_hook gives it (no out-of-band frames here)."""
+    """The ext_hook, as an implementation's make_ext_hook gives it (no out-of-band frames here)."""
     return ext_hook
