@@ -15,6 +15,7 @@ from __future__ import annotations
 import array
 import importlib.util
 import math
+import re
 import struct
 import sys
 import types
@@ -24,7 +25,8 @@ from typing import Any, Callable, Sequence
 import msgspec
 import numpy as np
 
-__all__ = ["WireTensor", "dec_hook", "enc_hook", "ext_hook", "torch_available", "torch_standin"]
+__all__ = ["ExtDecodeError", "ExtEncodeError", "WireTensor", "dec_hook", "enc_hook", "ext_hook", "torch_available",
+           "torch_standin"]
 
 EXT_ARRAY, EXT_TENSOR, EXT_NDARRAY = 1, 2, 3
 _META_LEN = struct.Struct(">I")
@@ -100,6 +102,10 @@ def enc_hook(obj: Any) -> Any:
                     "declare a precise field type or carry it in a PickleWrapper field")
 
 
+class ExtEncodeError(msgspec.EncodeError, TypeError):
+    """A value the spec's encoders refuse (SPEC R-TEN-1: a quantized, sparse or meta tensor)."""
+
+
 def _tensor_metadata(tensor: Any) -> list[Any]:
     device = "cpu" if tensor.is_cpu else str(tensor.device)
     return [list(tensor.shape), str(tensor.dtype).removeprefix("torch."), device]
@@ -110,7 +116,7 @@ def _tensor_bytes(tensor: Any) -> bytes:
     import torch
 
     if tensor.layout is not torch.strided or tensor.is_meta or tensor.is_quantized:
-        raise TypeError(f"a {tensor.layout} {tensor.dtype} tensor has no raw-byte form on the wire")
+        raise ExtEncodeError(f"a {tensor.layout} {tensor.dtype} tensor has no raw-byte form on the wire")
     cpu = tensor.detach().resolve_conj().resolve_neg().to("cpu").contiguous().reshape(-1)
     return bytes(cpu.view(torch.uint8).numpy().tobytes())
 
@@ -146,7 +152,25 @@ def _shape(shape: Any, what: str) -> tuple[int, ...]:
     return tuple(shape)
 
 
+class ExtDecodeError(msgspec.DecodeError):
+    """An extension payload the spec refuses (a msgspec.DecodeError, so a ValueError too)."""
+
+
 def ext_hook(code: int, data: memoryview) -> Any:
+    """Every malformed payload is refused with ExtDecodeError, as the spec's decoders refuse it."""
+    try:
+        return _ext_hook(code, data)
+    except ExtDecodeError:
+        raise
+    except (ValueError, TypeError, OverflowError) as exc:  # numpy's and array's own refusals too
+        raise ExtDecodeError(str(exc)) from None
+
+
+#: SPEC R-TEN-3: `cpu`, or a device type with an optional index of 0 to 127 (torch's is 8-bit).
+_DEVICE = re.compile(r"cpu|(?!cpu:)(?!meta)[a-z][a-z0-9_]*(?::(?:[0-9]|[1-9][0-9]|1[01][0-9]|12[0-7]))?")
+
+
+def _ext_hook(code: int, data: memoryview) -> Any:
     if code == EXT_ARRAY:
         typecode, raw = _unpack(data, "array")
         if not isinstance(typecode, str) or typecode not in array.typecodes:
@@ -158,6 +182,8 @@ def ext_hook(code: int, data: memoryview) -> Any:
                 or not isinstance(meta[2], str):
             raise ValueError(f"tensor metadata {meta!r} is not [shape, dtype, device]")
         shape, dtype, device = _shape(meta[0], "tensor"), meta[1], meta[2]
+        if not _DEVICE.fullmatch(device):
+            raise ValueError(f"tensor device {device!r} is not a device that can hold received data (SPEC R-TEN-3)")
         if dtype not in ITEMSIZE:
             raise ValueError(f"tensor dtype {dtype!r} is not a dtype that travels as raw bytes")
         if math.prod(shape) * ITEMSIZE[dtype] != len(raw):
@@ -169,9 +195,14 @@ def ext_hook(code: int, data: memoryview) -> Any:
         if not isinstance(meta, list) or len(meta) != 2 or not isinstance(meta[1], str):
             raise ValueError(f"ndarray metadata {meta!r} is not [shape, dtype]")
         shape, kind = _shape(meta[0], "ndarray"), np.dtype(meta[1])
-        if kind.hasobject or kind.itemsize == 0 or math.prod(shape) * kind.itemsize != len(raw):
+        if kind.hasobject or kind.fields is not None or kind.subdtype is not None:
+            raise ValueError(f"ndarray dtype {meta[1]!r} holds Python objects or fields; only plain dtypes travel")
+        if kind.itemsize == 0 or math.prod(shape) * kind.itemsize != len(raw):
             raise ValueError(f"ndarray of shape {list(shape)} and dtype {meta[1]!r} does not fit {len(raw)} bytes")
-        return np.frombuffer(raw, dtype=kind).reshape(shape).copy()
+        arr = np.frombuffer(raw, dtype=kind).reshape(shape).copy()
+        if kind.kind == "U" and arr.size and int(arr.view(kind.byteorder.replace("|", "=") + "u4").max()) > 0x10FFFF:
+            raise ValueError(f"ndarray of dtype {kind.str} holds a value that is not a Unicode code point")
+        return arr
     return msgspec.msgpack.Ext(code, bytes(data))
 
 
