@@ -14,11 +14,15 @@ import array
 import dataclasses
 import enum
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 import numpy as np
-import torch
+
+from conformance.tensors import WireTensor, is_tensor
+
+if TYPE_CHECKING:
+    import torch
 
 
 def differences(expected: Any, actual: Any, path: str = "") -> list[str]:
@@ -88,7 +92,14 @@ def _diff(a: Any, b: Any, path: str, out: list[str]) -> None:
         for ident, key in zip(ka, a):
             if ident in by_identity:
                 _diff(a[key], b[by_identity[ident]], f"{path}[{key!r}]", out)
-    elif isinstance(a, torch.Tensor):
+    elif isinstance(a, WireTensor):
+        for attr in ("dtype", "shape", "device"):
+            if getattr(a, attr) != getattr(b, attr, None):
+                out.append(f"{path}: tensor {attr} {getattr(a, attr)} != {getattr(b, attr, None)}")
+                return
+        if a.data != b.data:
+            out.append(f"{path}: tensor values differ")
+    elif is_tensor(a):
         _diff_tensor(a, b, path, out)
     elif isinstance(a, np.ndarray):
         for attr in ("dtype", "shape"):
@@ -133,6 +144,8 @@ def _identity(value: Any) -> Any:
 
 
 def _diff_tensor(a: torch.Tensor, b: torch.Tensor, path: str, out: list[str]) -> None:
+    import torch
+
     for attr in ("dtype", "shape", "device", "requires_grad"):
         if getattr(a, attr) != getattr(b, attr):
             out.append(f"{path}: tensor {attr} {getattr(a, attr)} != {getattr(b, attr)}")
@@ -142,6 +155,8 @@ def _diff_tensor(a: torch.Tensor, b: torch.Tensor, path: str, out: list[str]) ->
 
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
+    import torch
+
     flat = t.detach().to("cpu").contiguous().reshape(-1)
     return flat.view(torch.uint8) if flat.dtype is not torch.bool else flat
 

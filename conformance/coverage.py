@@ -28,9 +28,9 @@ from typing import Any, Iterable, Mapping
 
 import msgspec
 import numpy as np
-import torch
 
 from conformance.schema.manifest import Manifest, T
+from conformance.tensors import is_tensor, numel
 
 __all__ = ["Coverage", "EdgeCoverage", "Quad", "Triple", "arms", "class_positions", "edge_positions", "edge_universe",
            "measure", "measure_edges", "reachable", "universe"]
@@ -220,7 +220,7 @@ def _non_default_leaf(v: Any, kind: str) -> bool:
     if kind in ("str", "bytes"):
         return isinstance(v, (str if kind == "str" else (bytes, bytearray))) and len(v) > 0
     if kind == "Tensor":
-        return isinstance(v, torch.Tensor) and v.numel() > 0
+        return is_tensor(v) and numel(v) > 0
     if kind == "NDArray":
         return isinstance(v, np.ndarray) and v.size > 0
     if kind == "Array":
@@ -258,7 +258,7 @@ def _matches(v: Any, t: T) -> bool:
     if k == "Literal":
         return _literal_match(v, t.values)
     if k == "Tensor":
-        return isinstance(v, torch.Tensor)
+        return is_tensor(v)
     if k == "NDArray":
         return isinstance(v, np.ndarray)
     if k == "Array":

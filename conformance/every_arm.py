@@ -24,10 +24,10 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 import numpy as np
-import torch
 
 from conformance.coverage import reachable as _reachable
 from conformance.schema.manifest import Manifest, T
+from conformance.tensors import tensor
 
 __all__ = ["EveryArmBuilder", "deterministic_sends"]
 
@@ -128,7 +128,7 @@ class EveryArmBuilder:
             return {self._hashable(key_t, i % self.width(key_t), seed + i):
                     self.value(value_t, i % self.width(value_t), seed + i) for i in range(n)}
         if k == "Tensor":
-            return torch.arange(6, dtype=torch.float32).reshape(2, 3) + seed % 89
+            return tensor([float(i + seed % 89) for i in range(6)], "float32", (2, 3))
         if k == "NDArray":
             return (np.arange(6, dtype=np.float64) + seed % 89).reshape(3, 2)
         if k == "Array":

@@ -88,11 +88,14 @@ class Session:
     def strategies_without(self, triggers: Any) -> Any:
         """`strategies`, drawing none of the values of `triggers` (known defects' triggers,
         conformance/expectations)."""
-        import torch
-
         from conformance.strategies import StrategyBuilder
+        from conformance.tensors import torch_available
 
-        devices = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+        devices: tuple[str, ...] = ("cpu",)
+        if torch_available():
+            import torch
+
+            devices = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
         return StrategyBuilder(self.live_manifest, self.classes, devices=devices, exclude=triggers)
 
     def pickle_residue(self) -> dict[str, Any]:

@@ -22,11 +22,11 @@ import math
 from typing import Any, Callable, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
-import torch
 from hypothesis import strategies as st
 
 from conformance.schema.manifest import Manifest, T, parse
 from conformance.schema.values import hashable
+from conformance.schema.wire_ext import ITEMSIZE, WireTensor, torch_available
 
 MAX_DEPTH = 3
 MAX_ITEMS = 3
@@ -39,13 +39,20 @@ def register_override(key: str, strategy: st.SearchStrategy) -> None:
     _OVERRIDES[key] = strategy
 
 
-def _torch_dtypes() -> list[torch.dtype]:
-    names = ["float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
-             "complex64", "float8_e4m3fn", "float8_e5m2"]
-    return [getattr(torch, n) for n in names if isinstance(getattr(torch, n, None), torch.dtype)]
+#: The tensor dtypes drawn, by name: torch dtypes where torch is installed (those it has), else
+#: WireTensors of these names (conformance.schema.wire_ext).
+TENSOR_DTYPE_NAMES = ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8", "uint8", "bool",
+                      "complex64", "float8_e4m3fn", "float8_e5m2")
 
 
-TORCH_DTYPES = _torch_dtypes()
+def tensor_dtypes() -> list[Any]:
+    if not torch_available():
+        return list(TENSOR_DTYPE_NAMES)
+    import torch
+
+    return [getattr(torch, n) for n in TENSOR_DTYPE_NAMES if isinstance(getattr(torch, n, None), torch.dtype)]
+
+
 NUMPY_DTYPES = [np.dtype(x) for x in ("<f4", "<f8", "<f2", "<i8", "<i4", "|i1", "|u1", "|b1", ">i4", "<c8")]
 shapes = st.lists(st.integers(0, 4), min_size=0, max_size=3).map(tuple)
 
@@ -55,12 +62,21 @@ def _shapes(min_dims: int) -> st.SearchStrategy:
 
 
 @st.composite
-def tensors(draw: Callable[..., Any], devices: tuple[str, ...] = ("cpu",), dtypes: Sequence[torch.dtype] = TORCH_DTYPES,
-            min_dims: int = 0) -> torch.Tensor:
+def tensors(draw: Callable[..., Any], devices: tuple[str, ...] = ("cpu",), dtypes: Optional[Sequence[Any]] = None,
+            min_dims: int = 0) -> Any:
     """Any dtype (bf16, fp8 too), 0-d/empty shapes, random bits; sometimes a non-contiguous
-    transpose or a sliced view of a bigger tensor; on CUDA too when available."""
-    dtype = draw(st.sampled_from(list(dtypes)))
+    transpose or a sliced view of a bigger tensor; on CUDA too when available. Where torch is
+    not installed, WireTensors of those dtypes, shapes and bits."""
+    dtype = draw(st.sampled_from(list(tensor_dtypes() if dtypes is None else dtypes)))
     shape = draw(_shapes(min_dims))
+    if isinstance(dtype, str):  # no torch: the wire form
+        size = math.prod(shape) * ITEMSIZE[dtype]
+        raw = draw(st.binary(min_size=size, max_size=size))
+        if dtype == "bool":
+            raw = bytes(b & 1 for b in raw)
+        return WireTensor(shape, dtype, "cpu", raw)
+    import torch
+
     extra = draw(st.integers(0, 2))  # rows the view will drop
     full = (shape[0] + extra,) + shape[1:] if shape else shape
     n = math.prod(full) * dtype.itemsize
@@ -116,7 +132,9 @@ def json_like(floats: Optional[st.SearchStrategy] = None) -> st.SearchStrategy:
 
 
 def _name(dtype: Any) -> str:
-    return str(dtype).removeprefix("torch.") if isinstance(dtype, torch.dtype) else np.dtype(dtype).name
+    if isinstance(dtype, str) and dtype in ITEMSIZE or type(dtype).__module__ == "torch":
+        return str(dtype).removeprefix("torch.")
+    return str(np.dtype(dtype).name)
 
 
 def _without(dtypes: Sequence[Any], globs: list[str]) -> list[Any]:
@@ -147,7 +165,7 @@ class StrategyBuilder:
         return st.floats(allow_nan="float-nan" not in self.exclude, allow_infinity="float-inf" not in self.exclude)
 
     def _tensors(self) -> st.SearchStrategy:
-        return tensors(self.devices, _without(TORCH_DTYPES, self._globs("tensor-dtype:")),
+        return tensors(self.devices, _without(tensor_dtypes(), self._globs("tensor-dtype:")),
                        min_dims=int("tensor-0d" in self.exclude))
 
     def _ndarrays(self) -> st.SearchStrategy:

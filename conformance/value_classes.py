@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 import numpy as np
-import torch
 
 from conformance.schema.manifest import T
+from conformance.tensors import WireTensor, is_tensor, tensor
 
 __all__ = ["CLASSES", "CONTAINER_KINDS", "ValueClass", "by_name", "identity", "on_the_wire"]
 
@@ -82,7 +82,7 @@ def _ints(t: T) -> tuple[Any, ...]:
 def _empty(t: T) -> tuple[Any, ...]:
     if t.kind == "Array":
         return (array.array(t.name or "q"),)
-    return {"NDArray": (np.zeros((0, 3), dtype=np.float32),), "Tensor": (torch.zeros((2, 0), dtype=torch.int64),),
+    return {"NDArray": (np.zeros((0, 3), dtype=np.float32),), "Tensor": (tensor([], "int64", (2, 0)),),
             "Any": ({}, [])}.get(t.kind, ())
 
 
@@ -119,7 +119,7 @@ CLASSES: tuple[ValueClass, ...] = (
     ValueClass("ZeroDim", "0-d ndarrays and tensors (a scalar result of array maths)",
                ("R-TEN-2", "R-VAL-9", "R-NORM-2"),
                _of({"NDArray": (np.array(-1.5), np.array(7, dtype=np.int32)),
-                    "Tensor": (torch.tensor(2.5), torch.tensor(-3, dtype=torch.int64))})),
+                    "Tensor": (tensor(2.5), tensor(-3, "int64"))})),
     ValueClass("PickleWrapperFalsy", "the falsy objects {}, [], 0, \"\", False and 0.0 at PickleWrapper "
                "positions: wrapped on send, they arrive as themselves, never None", ("R-PW-1", "R-PW-3"),
                _pickle_wrapper(({}, [], 0, "", False, 0.0)), opaque=True),
@@ -148,7 +148,9 @@ def identity(value: Any) -> tuple[Any, ...]:
         return kind, struct.pack("<d", float(value)).hex()
     if isinstance(value, np.ndarray):
         return kind, value.dtype.str, value.shape, value.tobytes()
-    if isinstance(value, torch.Tensor):
+    if isinstance(value, WireTensor):
+        return kind, f"torch.{value.dtype}", value.shape, value.data
+    if is_tensor(value):
         return kind, str(value.dtype), tuple(value.shape), value.numpy().tobytes() if value.numel() else b""
     if isinstance(value, array.array):
         return kind, value.typecode, tuple(value)

@@ -32,7 +32,10 @@ def load_adapter(spec: str) -> Adapter:
             return from_spec(named)
         except TesteeRuntimeError as exc:
             raise UsageError(f"--impl {spec!r}: {exc}") from None
-    adapter = _instance(spec, _target(spec, named))
+    try:
+        adapter = _instance(spec, _target(spec, named))
+    except ModuleNotFoundError as exc:  # the implementation's own imports (torch for the reference)
+        raise _missing(spec, exc) from None
     unknown = unknown_capabilities(adapter.capabilities)
     if unknown:
         raise UsageError(f"{adapter.label} declares capabilities {unknown} that are not in the vocabulary "
@@ -70,11 +73,8 @@ def _target(spec: str, named: str) -> object:
                              f"{ENTRY_POINT_GROUP!r}), module:object, or cmd:<testee command line>")
         try:
             return matches[0].load()
-        except ImportError as exc:
-            missing = getattr(exc, "name", None) or str(exc)
-            extra = EXTRAS.get(named)
-            hint = f": pip install 'ipc-conformance[{extra}]'" if extra else ""
-            raise UsageError(f"--impl {spec!r} needs {missing!r}, which is not installed{hint}") from None
+        except ModuleNotFoundError as exc:
+            raise _missing(spec, exc) from None
     module, _, attr = named.partition(":")
     try:
         loaded = importlib.import_module(module)
@@ -84,6 +84,14 @@ def _target(spec: str, named: str) -> object:
         return getattr(loaded, attr)
     except AttributeError:
         raise UsageError(f"--impl {spec!r}: module {module!r} has no {attr!r}") from None
+
+
+def _missing(spec: str, exc: ModuleNotFoundError) -> UsageError:
+    """One line for an implementation whose dependencies are not installed, naming the extra."""
+    missing = exc.name or str(exc)
+    extra = EXTRAS.get(spec) or ("reference" if missing.split(".")[0] == "torch" else None)
+    hint = f": pip install 'ipc-conformance[{extra}]'" if extra else ""
+    return UsageError(f"--impl {spec!r} needs {missing!r}, which is not installed{hint}")
 
 
 def _instance(spec: str, target: object) -> Adapter:

@@ -14,16 +14,25 @@ from __future__ import annotations
 import array
 import dataclasses
 import enum
+import sys
 from typing import Any
 
 import msgspec
 import numpy as np
-import torch
+
+from conformance.tensors import WireTensor
 
 #: What the view shows for an attribute the sent object has and the received one lacks.
 MISSING = "<attribute missing>"
-_LEAVES = (type(None), bool, int, float, complex, str, bytes, bytearray, torch.Tensor, np.ndarray, np.generic,
-           array.array, enum.Enum, torch.dtype, torch.device, type)
+_PLAIN_LEAVES = (type(None), bool, int, float, complex, str, bytes, bytearray, WireTensor, np.ndarray, np.generic,
+                 array.array, enum.Enum, type)
+
+
+def _leaves(*torch_types: str) -> tuple[type, ...]:
+    """The leaf types, torch's among them where torch was imported (no torch object exists otherwise)."""
+    torch = sys.modules.get("torch")
+    return _PLAIN_LEAVES + (tuple(getattr(torch, n) for n in ("Tensor", "dtype", "device", *torch_types))
+                            if torch is not None else ())
 
 
 def attribute_names(obj: Any) -> list[str]:
@@ -44,7 +53,7 @@ def state_view(obj: Any, names: Any = None, _depth: int = 0) -> Any:
     """obj as plain data: containers item by item, other objects as {"$type": ..., attribute: view}.
     names: the attributes to read (default: the object's own; the received side is read with the
     sent side's names, so a dropped attribute shows as its class default or MISSING)."""
-    if _depth > 32 or isinstance(obj, _LEAVES):
+    if _depth > 32 or isinstance(obj, _leaves()):
         return obj
     if type(obj) in (list, tuple):
         return type(obj)(state_view(v, None, _depth + 1) for v in obj)
@@ -65,13 +74,12 @@ def state_differences(sent: Any, received: Any) -> list[str]:
     """Where the received object's state differs from the sent one's, attribute path by path."""
     from conformance.compare import differences
 
-    plain = isinstance(sent, _LEAVES) or type(sent) in (list, tuple, dict, set, frozenset)
+    plain = isinstance(sent, _leaves()) or type(sent) in (list, tuple, dict, set, frozenset)
     names = None if plain else attribute_names(sent)
     return differences(state_view(sent), state_view(received, names))
 
 
 # -- engine-built objects (Adapter.engine_payloads, checks EnginePayload) --------------------
-_STATE_LEAVES = (*_LEAVES, torch.Size)
 
 
 def _own_getstate(obj: Any) -> bool:
@@ -90,7 +98,7 @@ def engine_state(obj: Any, _depth: int = 0) -> Any:
     keeps there what no transport carries), then its slots. Containers item by item; tensors,
     arrays, dtypes, devices and sizes are leaves that ``conformance.compare.differences`` compares
     by dtype, shape, device and values, dtypes and devices by identity."""
-    if _depth > 32 or isinstance(obj, _STATE_LEAVES):
+    if _depth > 32 or isinstance(obj, _leaves("Size")):
         return obj
     deeper = _depth + 1
     if type(obj) in (list, tuple):

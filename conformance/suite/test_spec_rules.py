@@ -204,8 +204,9 @@ def _raw_for(dtype: str, size: int) -> bytes:
 def test_tensor_dtype_travels(ipc, dtype):
     """Written by the implementation and read by the reference, then the other way round: the
     dtype name and the raw bytes arrive unchanged."""
-    import torch
+    from conformance.tensors import require_torch
 
+    torch = require_torch()
     _msgpack_only(ipc)
     torch_dtype = getattr(torch, dtype, None)
     if not isinstance(torch_dtype, torch.dtype):

@@ -9,11 +9,13 @@ from typing import Any, Callable
 
 import numpy as np
 import pytest
-import torch
 
 from conformance.plugin import check
 from conformance.suite.failure import Failure, fail, raise_failure
 from conformance.suite.fields import tensor_carrier
+from conformance.tensors import torch_or_skip
+
+torch = torch_or_skip()  # where torch is not installed, each use skips the check naming the extra
 
 
 @check("TensorMemory", per=("transport",), name="OwnsMemory")

@@ -10,7 +10,6 @@ from typing import Any
 
 import msgspec
 import pytest
-import torch
 
 from conformance.compare import differences
 from conformance.plugin import check, harness_error
@@ -23,7 +22,10 @@ from conformance.suite.failure import (
     round_trip_step,
 )
 from conformance.suite.fields import tensor_carrier
+from conformance.tensors import torch_available, torch_or_skip
 from conformance.transport import TRANSPORTS
+
+torch = torch_or_skip()  # where torch is not installed, each use skips the check naming the extra
 
 
 def _tensor_cases():
@@ -31,7 +33,8 @@ def _tensor_cases():
         return lambda: torch.arange(6).reshape(shape).to(getattr(torch, name))
 
     cases = {name: dtype(name) for name in ("float32", "float16", "bfloat16", "int64", "bool")}
-    cases |= {name: dtype(name) for name in ("float8_e4m3fn", "float8_e5m2") if hasattr(torch, name)}
+    cases |= {name: dtype(name) for name in ("float8_e4m3fn", "float8_e5m2")
+              if not torch_available() or hasattr(torch, name)}
     cases |= {
         "zero_dim": lambda: torch.tensor(-0.0, dtype=torch.bfloat16),
         "empty": lambda: torch.zeros((0, 4), dtype=torch.float32),

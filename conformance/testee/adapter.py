@@ -329,7 +329,7 @@ class SubprocessAdapter(Adapter):
     def local_decode(self, data: bytes, transport: str) -> Any:
         """The reference decode of bytes the testee answered with."""
         if transport == "pickle":
-            return pickle.loads(data)  # the runner trusts the testee it started
+            return _unpickle(data)  # the runner trusts the testee it started
         return self._reference.decode(data)
 
     def _answer_value(self, payload: bytes, transport: str, request: dict[str, Any]) -> Any:
@@ -413,7 +413,7 @@ class SubprocessAdapter(Adapter):
             raise TesteeSkipped(f"{self.label} does not offer 'unwrap': its handshake lists no such op "
                                 "(PickleWrapper contents are implementation-private)")
         data = self._reference.encode(obj)
-        return pickle.loads(self._request("unwrap", transport="msgpack", payload=data))
+        return _unpickle(self._request("unwrap", transport="msgpack", payload=data))
 
     def receive(self, data: bytes, transport: str) -> Any:
         request: dict[str, Any] = dict(transport=transport, struct=_peek_tag(data, transport), payload=bytes(data))
@@ -436,7 +436,7 @@ class SubprocessAdapter(Adapter):
         if "unwrap" not in self.ops:
             raise TesteeSkipped(f"{self.label} does not offer 'socket': receiving needs its 'unwrap' op")
         data = sock.recv()
-        return pickle.loads(self._request("unwrap", transport=transport, payload=bytes(data)))
+        return _unpickle(self._request("unwrap", transport=transport, payload=bytes(data)))
 
     @property
     def label(self) -> str:
@@ -448,6 +448,19 @@ def _testee_environment() -> dict[str, str]:
     from conformance.paths import manifests_dir
 
     return {**os.environ, "IPC_CONFORMANCE_MANIFESTS": str(manifests_dir())}
+
+
+def _unpickle(data: bytes) -> Any:
+    """A testee's pickled answer. Where it holds torch objects (a Python testee's tensors, its
+    classes that import torch) and this runner has no torch, the check is not tested, naming the extra."""
+    try:
+        return pickle.loads(data)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] != "torch":
+            raise
+        from conformance.tensors import EXTRA_HINT
+
+        raise TesteeSkipped(f"the testee's pickled answer holds torch objects, and this runner {EXTRA_HINT}") from None
 
 
 def _peek_tag(data: Any, transport: str) -> Optional[str]:
