@@ -89,3 +89,18 @@ def test_golden_check_and_schema_diff_without_torch(no_torch, tmp_path):
     assert proc.returncode == 0 and "golden: up to date" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     proc = no_torch("schema", "diff", "sglang-0.5.22", RELEASE, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout.startswith(f"schema diff sglang-0.5.22 -> {RELEASE}"), proc.stderr
+
+
+def test_a_generated_catalogue_decodes_a_late_subclass():
+    """The golden codec's decoder learns message classes defined after start-up (SPEC R-MSG-8), as
+    the reference's does: a torch-free runner decodes a testee's late grandchild."""
+    import types
+
+    from conformance.schema.golden.catalogue import catalogue_for
+
+    cat = catalogue_for(load_manifest("sglang-0.5.22"))  # never the reference's classes: generated
+    parent = cat.classes["AbortReq"]
+    late = types.new_class("LateAbortReqForTest", (parent,), {"kw_only": True})
+    value = late(rid="r-1")
+    got = cat.decode(cat.encode(value))
+    assert type(got) is late and got == value

@@ -106,14 +106,47 @@ def _codec(manifest: Manifest, classes: Mapping[str, type]) -> tuple[Callable[[A
     encoder = msgspec.msgpack.Encoder(enc_hook=ext.enc_hook)
     structs = tuple(classes[n] for n in manifest.union if n in manifest.structs)
     prims = {"int": int, "float": float, "bool": bool, "bytes": bytes, "None": type(None)}
-    arms = structs + tuple(prims[p] for p in manifest.union if p in prims) + (type(None),)
-    decoder = msgspec.msgpack.Decoder(Union[arms], dec_hook=ext.dec_hook, ext_hook=ext.make_ext_hook())
+    others = tuple(prims[p] for p in manifest.union if p in prims) + (type(None),)
+
+    def build(messages: tuple[type, ...]) -> Any:
+        return msgspec.msgpack.Decoder(Union[messages + others], dec_hook=ext.dec_hook,
+                                       ext_hook=ext.make_ext_hook())
+
+    state = {"decoder": build(structs), "messages": structs}
     str_decoder = msgspec.msgpack.Decoder(str)
 
     def decode(data: bytes) -> Any:
         # A top-level str is a plain msgpack str (SPEC R-MSG-6): pick the decoder by the first byte.
         if len(data) and (0xA0 <= data[0] <= 0xBF or data[0] in (0xD9, 0xDA, 0xDB)):
             return str_decoder.decode(data)
-        return decoder.decode(data)
+        try:
+            return state["decoder"].decode(data)
+        except msgspec.ValidationError as exc:
+            # A message class defined after start-up (SPEC R-MSG-8: a late subclass decodes too).
+            late = _late_subclasses(structs, set(state["messages"]))
+            if not late:
+                raise
+            refused = exc
+            try:
+                decoder = build(state["messages"] + late)
+            except (TypeError, ValueError):  # its tag collides with a known one: not a message of this catalogue
+                raise refused from None
+            state["decoder"], state["messages"] = decoder, state["messages"] + late
+            return decoder.decode(data)
 
     return encoder.encode, decode
+
+
+def _late_subclasses(roots: tuple[type, ...], known: set[type]) -> tuple[type, ...]:
+    """Tagged struct subclasses of the catalogue's messages, at any depth, not yet in the union."""
+    found: list[type] = []
+    todo: list[type] = list(roots)
+    while todo:
+        cls = todo.pop()
+        subs: list[type] = cls.__subclasses__()
+        for sub in subs:
+            todo.append(sub)
+            config = getattr(sub, "__struct_config__", None)
+            if sub not in known and sub not in found and getattr(config, "tag", None) is not None:
+                found.append(sub)
+    return tuple(found)
