@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -242,24 +241,12 @@ def _what_changed(old: bytes, new: bytes) -> str:
     return f"first difference at byte {first}: {old[first]:#04x} on disk, {new[first]:#04x} expected"
 
 
-def update(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = None) -> list[Problem]:
-    """Rewrite golden/ to match the manifests (write missing/changed files, delete unused ones).
-    Returns what was fixed. With explicit ids no vector file is deleted: a whole update (no ids)
-    removes those no manifest names any more."""
-    root = root or golden_dir()
-    ids = list(manifest_ids) if manifest_ids is not None else None
-    fixed = check(ids, root)
-    for problem in fixed:
-        unused = root / problem.path
-        if problem.kind == "unused":
-            if unused.is_dir():
-                shutil.rmtree(unused)
-            elif unused.exists():
-                unused.unlink()
-    touched = {p.path for p in fixed if p.kind in ("missing", "changed")}
-    for manifest in _manifests(ids):
-        for path, content in expected_files(manifest).items():
-            if path in touched:
-                (root / path).parent.mkdir(parents=True, exist_ok=True)
-                (root / path).write_bytes(content)
-    return fixed
+def update(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = None,
+           repair: bool = False) -> list[Problem]:
+    """Rewrite golden/ to match the manifests: conformance.schema.golden.writer.update, the writer
+    `pytest --snapshot-update` uses too (only what changed, atomically; GoldenError on a corrupted
+    or missing vector unless repair). Returns what it did: missing (written), changed (rewritten),
+    unused (deleted). With explicit ids no vector another manifest may name is deleted."""
+    from conformance.schema.golden.writer import update as write_update
+
+    return write_update(manifest_ids, root, repair=repair)
