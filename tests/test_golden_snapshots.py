@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("syrupy", reason="syrupy is in the dev extra (Python 3.11+)")
 
-from conformance.paths import golden_dir, manifests_dir  # noqa: E402
-from conformance.schema.golden.store import VECTORS, expected_files, index_file  # noqa: E402
-from conformance.schema.manifest import load_manifest  # noqa: E402
+from conformance.paths import golden_dir, manifests_dir
+from conformance.schema.golden.store import VECTORS, expected_files, index_file
+from conformance.schema.manifest import load_manifest
 
 pytest_plugins = ["pytester"]
 

@@ -73,9 +73,13 @@ def _vectors(golden: GoldenFiles) -> dict[tuple[str, str], Vector]:
 
 
 def _header_changes(name: str, old: dict[str, Any], new: dict[str, Any]) -> Iterator[str]:
+    def show(key: str, value: Any) -> str:
+        text = json.dumps(value)
+        return text[:17] + '..."' if key.endswith("sha256") and isinstance(value, str) else text
+
     for key in [*old, *(k for k in new if k not in old)]:
         if key != "cases" and old.get(key) != new.get(key):
-            yield f"~ {name}: {key}: {json.dumps(old.get(key))} -> {json.dumps(new.get(key))}"
+            yield f"~ {name}: {key}: {show(key, old.get(key))} -> {show(key, new.get(key))}"
 
 
 def _refusal_lines(name: str, old_text: Optional[bytes], new_text: Optional[bytes]) -> Iterator[str]:
@@ -107,8 +111,7 @@ def golden_diff_lines(received: GoldenFiles, stored: Optional[GoldenFiles]) -> l
     idx = index_file(mid)
     if idx in stored.files:
         try:
-            review = diff_vectors(f"golden/{mid} (on disk)", _vectors(stored), f"{mid} (the encoder)",
-                                  _vectors(received))
+            review = diff_vectors(f"golden/{mid}", _vectors(stored), "the encoder", _vectors(received))
             lines += render_text(review).splitlines()
             lines += _header_changes(idx, json.loads(stored.files[idx]), json.loads(received.files[idx]))
         except (ValueError, KeyError, TypeError) as exc:
