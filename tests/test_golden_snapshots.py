@@ -174,3 +174,28 @@ def test_a_snapshot_without_a_manifest_name_says_how_to_name_it(pytester, tmp_pa
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["E   *GoldenError: a golden snapshot is named by its manifest id: *"])
     assert _state(root) == before
+
+
+def test_golden_update_is_the_same_writer_and_refuses_the_same_way(tmp_path, monkeypatch, capsys, edited):
+    """`ipc-conformance golden update`: a corrupted vector stops it with one line (exit 2), nothing
+    written; --repair rewrites only that file; a second update writes nothing."""
+    import conformance.paths
+    import conformance.schema.golden.store as store
+    from conformance.cli import main
+
+    root = _scratch_store(tmp_path / "golden")
+    monkeypatch.setattr(conformance.paths, "golden_dir", lambda: root)
+    monkeypatch.setattr(store, "golden_dir", lambda: root)
+    victim = json.loads((root / index_file(MANIFEST)).read_text())["cases"][4]["msgpack"]
+    (root / victim).write_bytes(b"\x90")
+    before = _state(root)
+    assert main(["golden", "update", "--manifest", MANIFEST]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and f"golden/{victim} is corrupted" in err[0] and "--repair" in err[0], err
+    assert _state(root) == before
+
+    assert main(["golden", "update", "--manifest", MANIFEST, "--repair"]) == 0
+    after = _state(root)
+    assert {p for p in before if before[p] != after[p]} == {victim} and after.keys() == before.keys()
+    assert main(["golden", "update", "--manifest", MANIFEST]) == 0
+    assert "golden: up to date" in capsys.readouterr().out and _state(root) == after
