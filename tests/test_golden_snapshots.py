@@ -199,3 +199,20 @@ def test_golden_update_is_the_same_writer_and_refuses_the_same_way(tmp_path, mon
     assert {p for p in before if before[p] != after[p]} == {victim} and after.keys() == before.keys()
     assert main(["golden", "update", "--manifest", MANIFEST]) == 0
     assert "golden: up to date" in capsys.readouterr().out and _state(root) == after
+
+
+def test_a_manifest_without_golden_files_is_a_new_snapshot(pytester, tmp_path, edited):
+    root = tmp_path / "golden"
+    root.mkdir()
+    _test_file(pytester, root, f"load_manifest({MANIFEST!r})")
+    missing = pytester.runpytest("-p", "no:cacheprovider")
+    missing.assert_outcomes(failed=1)
+    want = expected_files(load_manifest(MANIFEST))
+    missing.stdout.fnmatch_lines([f"E  *golden/{MANIFEST}/ has no index.json: `pytest --snapshot-update` writes "
+                                  f"its {len(want)} files"])
+    assert not any(root.iterdir())
+
+    created = pytester.runpytest("-p", "no:cacheprovider", "--snapshot-update")
+    created.assert_outcomes(passed=1)
+    assert "1 snapshot generated." in created.stdout.str()
+    assert {k: v[2] for k, v in _state(root).items()} == want
