@@ -22,7 +22,7 @@ from conformance.schema.manifest import load_manifest, wire_manifests
 MANIFESTS = wire_manifests()
 
 try:
-    import syrupy  # noqa: F401
+    import syrupy  # noqa: F401 - only whether it is installed
 
     SYRUPY = True
 except ImportError:  # syrupy is in the dev extra (Python 3.11+): the checks below stand in for it

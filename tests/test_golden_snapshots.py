@@ -40,7 +40,7 @@ def edited(tmp_path_factory) -> Path:
     """The edited manifest's file. pytester runs pytest in this process and forgets the modules
     each run imports: what the runs need (torch, the catalogues' generated modules) is imported
     here, once, so that no run imports it again."""
-    import conformance.schema.golden.syrupy_extension  # noqa: F401
+    import conformance.schema.golden.syrupy_extension  # noqa: F401 - imported before the pytester runs
     from conformance.schema.golden.catalogue import catalogue_for
 
     path = _edited_manifest(tmp_path_factory.mktemp("manifest") / f"{MANIFEST}.json")

@@ -9,6 +9,7 @@
 <h16> is the first 16 hex digits of the SHA-256 of the file's own bytes, so a vector that two
 manifests share is one pair of files: a new manifest adds the vectors its changes touch and its
 two per-manifest files, not a copy of every vector. A view names no manifest for the same reason.
+Writing them is conformance.schema.golden.writer's (`update`, and the syrupy extension's writes).
 One case per message of the manifest and variant (minimal, typical, edge of
 conformance.schema.values). index.json records a hash of the manifest, so a manifest that changed
 without its vectors is caught.
@@ -35,7 +36,7 @@ from conformance.schema.values import VARIANTS, ValueBuilder
 
 __all__ = [
     "INDEX", "FORMAT", "VECTORS", "Case", "Problem", "UPDATE_COMMAND", "cases", "check", "expected_files",
-    "manifest_digest", "read_index", "update", "vector_paths",
+    "manifest_digest", "read_index", "vector_paths",
 ]
 
 FORMAT = 2
@@ -239,14 +240,3 @@ def _what_changed(old: bytes, new: bytes) -> str:
         return f"{len(old)} bytes on disk, {len(new)} expected"
     first = next(i for i, (a, b) in enumerate(zip(old, new)) if a != b)
     return f"first difference at byte {first}: {old[first]:#04x} on disk, {new[first]:#04x} expected"
-
-
-def update(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = None,
-           repair: bool = False) -> list[Problem]:
-    """Rewrite golden/ to match the manifests: conformance.schema.golden.writer.update, the writer
-    `pytest --snapshot-update` uses too (only what changed, atomically; GoldenError on a corrupted
-    or missing vector unless repair). Returns what it did: missing (written), changed (rewritten),
-    unused (deleted). With explicit ids no vector another manifest may name is deleted."""
-    from conformance.schema.golden.writer import update as write_update
-
-    return write_update(manifest_ids, root, repair=repair)

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 from conformance.errors import UsageError
-from conformance.schema.golden.store import HASH_DIGITS, INDEX, VECTORS, Problem, index_file
+from conformance.schema.golden.store import HASH_DIGITS, INDEX, VECTORS, Problem, _manifests, expected_files, index_file
 
 __all__ = ["GoldenError", "atomic_write", "orphan_vectors", "recorded_files", "update", "write_manifest"]
 
@@ -169,7 +169,6 @@ def update(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = 
     before the first is written), then, for a whole update (no ids), the folders of manifests no
     longer bundled and the vectors no index names are deleted."""
     from conformance.paths import golden_dir
-    from conformance.schema.golden.store import _manifests, expected_files
 
     root = root or golden_dir()
     ids = list(manifest_ids) if manifest_ids is not None else None
