@@ -247,8 +247,16 @@ def _golden(args: argparse.Namespace) -> int:
         return _golden_diff(args)
     ids = args.manifest or None
     if args.golden_command == "update":
+        # the writer `pytest --snapshot-update` uses (conformance.schema.golden.writer): only the
+        # files that changed, atomically; a corrupted or missing vector stops it (GoldenError)
+        # before anything is written, unless --repair
+        if not args.repair:
+            from conformance.schema.golden.writer import recorded_files
+
+            for mid in ids or wire_manifests():
+                recorded_files(golden_dir(), mid)
         before = snapshot(ids or wire_manifests(), golden_dir())
-        fixed = update(ids)
+        fixed = update(ids, repair=args.repair)
         for review in update_review(before, golden_dir()):
             sys.stdout.write(render_text(review))
         if not fixed:
@@ -394,6 +402,10 @@ def _add_spec_commands(sub: "argparse._SubParsersAction[_Parser]") -> None:
                        ("check", "exit 1 when golden/ differs from what the manifests imply")):
         g = golden.add_parser(name, help=text)
         g.add_argument("--manifest", action="append", default=[], help="only this manifest id; repeatable")
+        if name == "update":
+            g.add_argument("--repair", action="store_true",
+                           help="rewrite vector files that are corrupted or missing (by default the update stops, "
+                           "naming the file)")
         g.set_defaults(func=_golden)
     gd = golden.add_parser("diff", help="what changes in the golden vectors from OLD to NEW: bytes and "
                            "decoded values of each changed case, messages added and removed (NEW need not be bundled)")

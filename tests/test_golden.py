@@ -1,8 +1,11 @@
 """Golden vectors: the live encoder against golden/ (format 2, spec/SPEC.md "Vector files").
 
-A run fails on any changed, missing or unused golden file. One command rewrites them,
-`ipc-conformance golden update` (tox -e golden-update), so a reviewer reads one kind of diff,
-and `ipc-conformance golden diff OLD NEW` says what a new manifest changes in them.
+A run fails on any changed, missing or unused golden file. Where syrupy is installed (the dev
+extra) the golden vectors are syrupy snapshots (conformance.schema.golden.syrupy_extension):
+`pytest tests/test_golden.py --snapshot-update` rewrites what changed, the failing run shows
+each changed field (old -> new), and vector files no index names are syrupy's unused snapshots.
+`ipc-conformance golden update` writes through the same writer; `ipc-conformance golden diff OLD
+NEW` says what a new manifest changes in them.
 """
 
 from __future__ import annotations
@@ -18,6 +21,25 @@ from conformance.schema.manifest import load_manifest, wire_manifests
 
 MANIFESTS = wire_manifests()
 
+try:
+    import syrupy  # noqa: F401 - only whether it is installed
+
+    SYRUPY = True
+except ImportError:  # syrupy is in the dev extra (Python 3.11+): the checks below stand in for it
+    SYRUPY = False
+
+without_syrupy = pytest.mark.skipif(SYRUPY, reason="with syrupy, test_golden_vectors (a snapshot) checks this")
+
+
+@pytest.mark.skipif(not SYRUPY, reason="syrupy is not installed (dev extra, Python 3.11+)")
+@pytest.mark.parametrize("manifest_id", MANIFESTS)
+def test_golden_vectors(manifest_id, request):
+    """The manifest's golden files (vectors, index, refusals) as one syrupy snapshot."""
+    from conformance.schema.golden.syrupy_extension import GoldenSnapshotExtension
+
+    golden = request.getfixturevalue("snapshot").use_extension(GoldenSnapshotExtension)
+    assert golden(name=manifest_id) == load_manifest(manifest_id)
+
 
 def _assert_files(manifest_id: str, suffix: str) -> None:
     """Every file of the manifest ending in suffix is on disk with exactly the live encoder's
@@ -30,11 +52,13 @@ def _assert_files(manifest_id: str, suffix: str) -> None:
     )
 
 
+@without_syrupy
 @pytest.mark.parametrize("manifest_id", MANIFESTS)
 def test_golden_bytes(manifest_id):
     _assert_files(manifest_id, MSGPACK_SUFFIX)
 
 
+@without_syrupy
 @pytest.mark.parametrize("manifest_id", MANIFESTS)
 def test_golden_views(manifest_id):
     _assert_files(manifest_id, VIEW_SUFFIX)
@@ -60,6 +84,7 @@ def test_manifests_share_the_vectors_they_have_in_common():
     assert len(list((golden_dir() / VECTORS).glob("*" + MSGPACK_SUFFIX))) == len(set(named))
 
 
+@without_syrupy
 @pytest.mark.parametrize("manifest_id", MANIFESTS)
 def test_index_matches_manifest(manifest_id):
     """The gate: a manifest changed without its golden files fails here, naming the command."""
@@ -77,8 +102,9 @@ def test_index_matches_manifest(manifest_id):
 
 def test_no_unused_golden_files():
     """Files and folders under golden/ that no manifest case accounts for fail the run (like
-    snapshot tools' unused snapshots); `ipc-conformance golden update` deletes them."""
-    unused = [p for p in check() if p.kind == "unused"]
+    snapshot tools' unused snapshots); `ipc-conformance golden update` deletes them. With syrupy,
+unused vector files are its unused snapshots (the session fails; --snapshot-update deletes them)."""
+    unused = [p for p in check() if p.kind == "unused" and not (SYRUPY and p.path.startswith(VECTORS + "/"))]
     assert not unused, (f"unused golden files: {', '.join(p.path for p in unused[:8])}: "
                         f"delete them with `{UPDATE_COMMAND}`")
 

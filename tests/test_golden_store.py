@@ -19,6 +19,7 @@ from conformance.compare import differences
 from conformance.schema.golden import ViewError, cases, check, dumps, from_view, loads, to_view, update
 from conformance.schema.golden.catalogue import catalogue_for
 from conformance.schema.golden.store import INDEX, VECTORS, expected_files, read_index
+from conformance.schema.golden.writer import GoldenError
 from conformance.schema.manifest import load_manifest
 
 MANIFEST = load_manifest("sglang-0.5.23")
@@ -124,13 +125,18 @@ def test_update_then_check_in_a_scratch_folder(tmp_path):
     (tmp_path / "sglang-0.5.19" / "Stray.minimal.msgpack").write_bytes(b"")
     problems = {(p.kind, p.path) for p in check(ids, root=tmp_path)}
     assert problems == {("changed", typical), ("unused", "sglang-0.5.19/Stray.minimal.msgpack")}
-    update(ids, root=tmp_path)
+    # a vector whose content does not match its name is not papered over: one line, nothing written
+    with pytest.raises(GoldenError, match=f"^golden/{typical} is corrupted .*--repair"):
+        update(ids, root=tmp_path)
+    assert (tmp_path / "sglang-0.5.19" / "Stray.minimal.msgpack").exists()
+    update(ids, root=tmp_path, repair=True)
     assert check(ids, root=tmp_path) == []
 
 
 def test_vectors_no_manifest_names_are_unused_and_missing_ones_fail(tmp_path):
     """The whole check (no ids) judges golden/vectors/: a file no bundled index names is unused,
-    one an index names and that is gone is missing; update puts both right."""
+    one an index names and that is gone is missing; update refuses the missing one (one line),
+    update --repair puts both right."""
     update(root=tmp_path)
     assert check(root=tmp_path) == []
     (tmp_path / VECTORS / "AbortReq.typical.0000000000000000.msgpack").write_bytes(b"\x90")
@@ -141,7 +147,10 @@ def test_vectors_no_manifest_names_are_unused_and_missing_ones_fail(tmp_path):
     problems = {(p.kind, p.path) for p in check(root=tmp_path)}
     assert problems == {("unused", f"{VECTORS}/AbortReq.typical.0000000000000000.msgpack"), ("missing", shared)}
     assert {(p.kind, p.path) for p in check(["sglang-0.5.23"], root=tmp_path)} == {("missing", shared)}
-    update(root=tmp_path)
+    with pytest.raises(GoldenError, match=f"^golden/sglang-0.5.19/index.json names golden/{shared}, which is missing"):
+        update(root=tmp_path)
+    assert (tmp_path / VECTORS / "AbortReq.typical.0000000000000000.msgpack").exists()  # nothing done
+    update(root=tmp_path, repair=True)
     assert check(root=tmp_path) == []
 
 

@@ -17,10 +17,10 @@ from conformance.schema.golden.store import (
     expected_files,
     manifest_digest,
     read_index,
-    update,
     vector_paths,
 )
 from conformance.schema.golden.view import ViewError, dumps, from_view, loads, to_view
+from conformance.schema.golden.writer import update
 
 __all__ = [
     "INDEX", "UPDATE_COMMAND", "Case", "Problem", "ViewError", "cases", "check", "dumps", "expected_files",

@@ -9,6 +9,7 @@
 <h16> is the first 16 hex digits of the SHA-256 of the file's own bytes, so a vector that two
 manifests share is one pair of files: a new manifest adds the vectors its changes touch and its
 two per-manifest files, not a copy of every vector. A view names no manifest for the same reason.
+Writing them is conformance.schema.golden.writer's (`update`, and the syrupy extension's writes).
 One case per message of the manifest and variant (minimal, typical, edge of
 conformance.schema.values). index.json records a hash of the manifest, so a manifest that changed
 without its vectors is caught.
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -36,7 +36,7 @@ from conformance.schema.values import VARIANTS, ValueBuilder
 
 __all__ = [
     "INDEX", "FORMAT", "VECTORS", "Case", "Problem", "UPDATE_COMMAND", "cases", "check", "expected_files",
-    "manifest_digest", "read_index", "update", "vector_paths",
+    "manifest_digest", "read_index", "vector_paths",
 ]
 
 FORMAT = 2
@@ -240,26 +240,3 @@ def _what_changed(old: bytes, new: bytes) -> str:
         return f"{len(old)} bytes on disk, {len(new)} expected"
     first = next(i for i, (a, b) in enumerate(zip(old, new)) if a != b)
     return f"first difference at byte {first}: {old[first]:#04x} on disk, {new[first]:#04x} expected"
-
-
-def update(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = None) -> list[Problem]:
-    """Rewrite golden/ to match the manifests (write missing/changed files, delete unused ones).
-    Returns what was fixed. With explicit ids no vector file is deleted: a whole update (no ids)
-    removes those no manifest names any more."""
-    root = root or golden_dir()
-    ids = list(manifest_ids) if manifest_ids is not None else None
-    fixed = check(ids, root)
-    for problem in fixed:
-        unused = root / problem.path
-        if problem.kind == "unused":
-            if unused.is_dir():
-                shutil.rmtree(unused)
-            elif unused.exists():
-                unused.unlink()
-    touched = {p.path for p in fixed if p.kind in ("missing", "changed")}
-    for manifest in _manifests(ids):
-        for path, content in expected_files(manifest).items():
-            if path in touched:
-                (root / path).parent.mkdir(parents=True, exist_ok=True)
-                (root / path).write_bytes(content)
-    return fixed
