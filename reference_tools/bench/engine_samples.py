@@ -84,10 +84,10 @@ def engine_receive(transport: str) -> Callable[[Any], Any]:
     return receive
 
 
-def samples() -> list[tuple[str, Callable[[Any], Any]]]:
+def samples(sizes: tuple[int, ...] = SIZES) -> list[tuple[str, Callable[[Any], Any]]]:
     """(payload name, builder(classes)) for every engine-path sample; reference only."""
     out: list[tuple[str, Callable[[Any], Any]]] = []
-    for n in SIZES:
+    for n in sizes:
         out.append((f"engine step BatchTokenIDOutput x{n}", lambda classes, n=n: scheduler_output(n)))
         out.append((f"engine step BatchStrOutput x{n}", lambda classes, n=n: detokenizer_output(n)))
     return out
