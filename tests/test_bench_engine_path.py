@@ -45,3 +45,8 @@ def test_directions_that_differ_are_named():
     ]}
     (line,) = cb.disagreements(report)
     assert line.startswith("directions differ: a:") and "1.50x" in line and "0.90x" in line
+
+
+def test_the_piece_accounting_runs():
+    times = es.piece_times(n=5, batches=1)
+    assert times["send: codec.encode, all of it"] > 0 and "  unwrap (allow-listed unpickler)" in times

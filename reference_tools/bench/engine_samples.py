@@ -16,6 +16,9 @@ Paths (what ``reference_impl.engine.ipc`` runs, less the socket):
   then ``ipc.unwrap_received`` (the allow-listed unpickler opening the wrappers), as
   ``ipc._decode`` does on every link.
 Both transports take the same path; pickle's unwrap finds nothing to open.
+
+``python -m reference_tools.bench.engine_samples`` times the pieces of the msgpack send and
+receive of a one-row step message, each alone (the accounting in docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -109,3 +112,47 @@ def same_delivery(a: Any, b: Any) -> bool:
         return v
 
     return bool(norm(a) == norm(b))
+
+
+def piece_times(n: int = 2000, batches: int = 7) -> dict[str, float]:
+    """Microseconds (CPU time, median of `batches` loops of n calls) of each piece of the msgpack
+    send and receive of one engine step message (BatchTokenIDOutput, one row, time stats)."""
+    import time
+
+    from reference_impl import _codec_fast, _codec_keys, codec, pickle_wrapper
+    from reference_impl.engine.ipc import unwrap_received
+
+    obj = scheduler_output(1)
+    wire = codec.encode(obj, "msgpack")
+    wrapped = codec.wrap_fields(obj)
+
+    def received() -> Any:
+        return codec.decode_frames([wire], "msgpack", allow_pickle=True, unwrap_wrappers=False)
+
+    def clock(fn: Callable[[], Any]) -> float:
+        out = []
+        for _ in range(batches):
+            t = time.process_time()
+            for _ in range(n):
+                fn()
+            out.append((time.process_time() - t) / n)
+        return sorted(out)[len(out) // 2] * 1e6
+
+    pieces = {
+        "send: codec.encode, all of it": lambda: codec.encode(obj, "msgpack"),
+        "  map-key collision scan (find_collision)": lambda: _codec_keys.find_collision(obj),
+        "  wrap_fields: copy + wrap": lambda: codec.wrap_fields(obj),
+        "    pickle_wrapper.wrap of the time stats": lambda: pickle_wrapper.wrap(obj.time_stats),
+        "  msgspec encode of the wrapped struct": lambda: _codec_fast.encoder.encode(wrapped),
+        "receive: decode_frames + unwrap, all of it": lambda: unwrap_received(received(), "msgpack"),
+        "  decode_frames (wrappers kept)": received,
+    }
+    times = {name: clock(fn) for name, fn in pieces.items()}
+    times["  unwrap (allow-listed unpickler)"] = (times["receive: decode_frames + unwrap, all of it"]
+                                                   - times["  decode_frames (wrappers kept)"])
+    return times
+
+
+if __name__ == "__main__":
+    for name, us in piece_times().items():
+        print(f"{name:48s} {us:7.2f} us")
