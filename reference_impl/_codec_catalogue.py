@@ -82,7 +82,7 @@ class Catalogue:
         self.decoder, self.frames_decoder = decoder, frames_decoder
         self.fast = tuple(fast)
         self.peek = max((len(f[0]) for f in fast), default=0)
-        self.plans: dict[type, Any] = {}  # top-level types that passed _check_top_level -> _encode_plan
+        self.plans: dict[type, Any] = {}  # top-level types that passed _check_top_level -> _codec_plan.Plan
         return True
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import copy
 import os
 import pickle
-from operator import attrgetter
 from typing import Any, Iterable, Optional, Sequence, Union
 
 import msgspec
@@ -30,15 +29,15 @@ from . import _codec_errors as _errors
 from . import _codec_fast as _fast
 from . import _codec_keys as _keys
 from . import _codec_limits as _limits
+from . import _codec_plan as _plans
 from . import ext
-from ._codec_catalogue import array_list_fields
 from ._codec_catalogue import catalogue as _catalogue
 from ._codec_fast import FrameCollector as _FrameCollector
 from ._codec_fast import fast_decode as _fast_decode
 from ._codec_limits import OOB_THRESHOLD
 from .errors import WireError
 from .io_struct import PickleWrapper
-from .pickle_wrapper import map_wrapped, nested_opaque_fields, opaque_fields, unwrap_value, wrap
+from .pickle_wrapper import map_wrapped, nested_opaque_fields, unwrap_value, wrap
 
 __all__ = [
     "TRANSPORTS", "WireError", "decode", "decode_frames", "default_transport", "encode",
@@ -96,41 +95,20 @@ def register_custom_types(*types: type) -> None:
 # -- PickleWrapper fields ---------------------------------------------------------
 def wrap_fields(obj: Any) -> Any:
     """A copy of obj whose PickleWrapper-typed fields hold PickleWrappers (sender side).
-    The caller's object is never modified."""
-    if not _has_opaque_values(obj):
+    The caller's object is never modified. The type's plan (_codec_plan) does it with one
+    shallow copy unless a nested opaque field is set; then the typed walk (the slow path)."""
+    plan = _plans.plan_of(type(obj))
+    if not plan.has_opaque_values(obj):
         return obj
+    if plan.simple(obj):
+        return _plans.wrap_direct(obj, plan, wrap)
+    return _wrap_walk(obj)
+
+
+def _wrap_walk(obj: Any) -> Any:
+    """The slow path of wrap_fields (and the reference its plan is tested against): a copy of the
+    struct skeleton along the opaque fields, then the typed walk wrapping every position."""
     return map_wrapped(_deep_struct_copy(obj), lambda v, s, p: wrap(v))
-
-
-_NO_OPAQUE = object()
-
-
-_opaque_getters: dict[type, Any] = {}
-
-
-def _opaque_getter(cls: type) -> Any:
-    """A function giving the values of cls's PickleWrapper-bearing fields as a tuple, or
-    _NO_OPAQUE when cls has none (or is not a struct)."""
-    getter = _opaque_getters.get(cls)
-    if getter is None:
-        names = opaque_fields(cls) if isinstance(cls, type) and issubclass(cls, msgspec.Struct) else ()
-        if not names:
-            getter = _NO_OPAQUE
-        elif len(names) == 1:
-            getter = attrgetter(names[0], names[0])  # a tuple, like the many-field case
-        else:
-            getter = attrgetter(*names)
-        _opaque_getters[cls] = getter
-    return getter
-
-
-def _has_opaque_values(obj: Any) -> bool:
-    """Whether any PickleWrapper-bearing field of obj is set (the walks only visit those)."""
-    getter = _opaque_getter(type(obj))
-    if getter is _NO_OPAQUE:
-        return False
-    values: tuple[Any, ...] = getter(obj)
-    return values.count(None) != len(values)
 
 
 def _deep_struct_copy(obj: Any) -> Any:
@@ -166,8 +144,13 @@ def unwrap(
         return unwrap_value(value, allow_pickle=allow_pickle, transport=transport,
                             where=(struct or "PickleWrapper", path), trusted_globals=trusted_globals)
 
-    if type(obj) is not PickleWrapper and not _has_opaque_values(obj):
+    if type(obj) is PickleWrapper:
+        return open_wrapper(obj, "", "")
+    plan = _plans.plan_of(type(obj))
+    if not plan.has_opaque_values(obj):
         return obj  # nothing to open: what map_wrapped would return
+    if plan.simple(obj):
+        return _plans.unwrap_direct(obj, plan, open_wrapper)
     return map_wrapped(obj, open_wrapper)
 
 
@@ -192,13 +175,6 @@ def _check_top_level(obj: Any, transport: str) -> None:
 _TRANSPORT_SET = frozenset(TRANSPORTS)
 
 
-def _encode_plan(cls: type) -> tuple[Any, tuple[str, ...], bool]:
-    """(getter of the PickleWrapper-bearing fields or None, List[array] field names, whether a
-    field can hold a map whose keys to check)."""
-    getter = _opaque_getter(cls)
-    is_struct = issubclass(cls, msgspec.Struct)
-    names = array_list_fields(cls) if is_struct else ()
-    return (None if getter is _NO_OPAQUE else getter), names, is_struct and bool(_keys.map_fields(cls))
 
 
 def encode(obj: Any, transport: Optional[str] = None) -> bytes:
@@ -213,21 +189,19 @@ def encode(obj: Any, transport: Optional[str] = None) -> bytes:
     plan = _catalogue.plans.get(cls)
     if plan is None:
         _check_top_level(obj, transport)
-        # Passed: the verdict only changes on a refresh, which empties the plans.
-        plan = _catalogue.plans[cls] = _encode_plan(cls)
+        # Passed: the verdict only changes on a refresh, which empties the catalogue's plans.
+        plan = _catalogue.plans[cls] = _plans.plan_of(cls)
     if transport == "pickle":
         try:
             return _fast.pickle_dumps(obj)
         except Exception as exc:  # noqa: BLE001 - whatever pickling raises: one WireError
             raise _errors.encode_error(obj, transport, exc) from None
-    getter, names, has_maps = plan
-    if has_maps:
+    if plan.needs_key_scan(obj):
         _refuse_colliding_keys(obj, transport)
     wrapped = obj
-    if getter is not None:
-        values = getter(obj)
-        if values.count(None) != len(values):
-            wrapped = wrap_fields(obj)
+    if plan.has_opaque_values(obj):
+        wrapped = _plans.wrap_direct(obj, plan, wrap) if plan.simple(obj) else _wrap_walk(obj)
+    names = plan.arrays
     message = _fast.with_array_raw(wrapped, names, copied=wrapped is not obj) if names else wrapped
     try:
         try:
@@ -298,14 +272,8 @@ def decode(
             obj = _errors.decode_msgpack(data, catalogue.decoder)
     if unwrap_wrappers:
         cls = type(obj)
-        getter = _opaque_getters.get(cls) or _opaque_getter(cls)
-        if getter is _NO_OPAQUE:
-            if cls is PickleWrapper:
-                obj = unwrap(obj, allow_pickle=allow_pickle, transport=transport, trusted_globals=trusted_globals)
-        else:
-            values = getter(obj)
-            if values.count(None) != len(values):
-                obj = unwrap(obj, allow_pickle=allow_pickle, transport=transport, trusted_globals=trusted_globals)
+        if cls is PickleWrapper or _plans.plan_of(cls).has_opaque_values(obj):
+            obj = unwrap(obj, allow_pickle=allow_pickle, transport=transport, trusted_globals=trusted_globals)
     return obj
 
 
@@ -319,10 +287,11 @@ def encode_frames(obj: Any, transport: Optional[str] = None, *, threshold: int =
     if transport == "pickle":
         return [encode(obj, transport)]
     _check_top_level(obj, transport)
-    if isinstance(obj, msgspec.Struct) and _keys.map_fields(type(obj)):
+    plan = _plans.plan_of(type(obj))
+    if plan.needs_key_scan(obj):
         _refuse_colliding_keys(obj, transport)
     wrapped = wrap_fields(obj)
-    names = array_list_fields(type(obj)) if isinstance(obj, msgspec.Struct) else ()
+    names = plan.arrays
     message = _fast.with_array_raw(wrapped, names, copied=wrapped is not obj) if names else wrapped
     try:
         if threshold >= _limits.SPLICE_THRESHOLD:

@@ -41,9 +41,38 @@ SAFE_CLASS_MODULES = ("reference_impl",)
 pickle_residue: Counter[str] = Counter()
 
 
-def _log_objects() -> bool:
+def _read_log_switch() -> bool:
     flag = os.environ.get("IPC_LOG_PICKLE_OBJECTS")
     return (flag if flag is not None else os.environ.get("SGLANG_LOG_PICKLE_IPC_OBJECTS", "0")) == "1"
+
+
+_log_switch: Optional[bool] = None
+
+
+def _log_objects() -> bool:
+    """IPC_LOG_PICKLE_OBJECTS=1 (else SGLANG_LOG_PICKLE_IPC_OBJECTS=1): read once per process, on
+    the first wrap or unwrap (reset_log_switch() reads it again)."""
+    global _log_switch
+    if _log_switch is None:
+        _log_switch = _read_log_switch()
+    return _log_switch
+
+
+def reset_log_switch() -> None:
+    """Read the logging switch again on the next wrap or unwrap (tests that change it)."""
+    global _log_switch
+    _log_switch = None
+
+
+# type -> "module.qualname", the pickle_residue key of a wrapped value of that type
+_type_names: dict[type, str] = {}
+
+
+def _type_name(cls: type) -> str:
+    name = _type_names.get(cls)
+    if name is None:
+        name = _type_names[cls] = f"{cls.__module__}.{cls.__qualname__}"
+    return name
 
 
 # A pickle can call what it names with arguments of its choosing: a few bytes asking for
@@ -115,7 +144,7 @@ def _is_data_class(obj: Any) -> bool:
 def wrap(value: Any) -> Optional[PickleWrapper]:
     if value is None or isinstance(value, PickleWrapper):
         return value
-    name = f"{type(value).__module__}.{type(value).__qualname__}"
+    name = _type_name(type(value))
     pickle_residue[name] += 1
     if _log_objects():
         logger.info("Object of type %s is wrapped in PickleWrapper", name)

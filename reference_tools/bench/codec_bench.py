@@ -9,6 +9,10 @@ Transports (rows of the table):
                     the "engine" payloads, whose PickleWrapper contents are reference-private)
   memcpy            one plain copy of the tensor bytes into fresh memory (tensor payloads):
                     the physical floor for anything that hands the receiver its own copy
+  engine pickle     the engine's own path (engine-path payloads, engine_samples.py): send as
+  engine msgpack    Sender.send encodes, receive as every engine process decodes and then
+                    unwraps (the allow-listed unpickler); engine msgpack's "vs pickle" is
+                    against engine pickle, engine pickle's against bare pickle
 
 All cases of one payload are timed in the same repetitions, interleaved (timing.py);
 ratios are per repetition, then summarised (median, 25th-75th percentile).
@@ -27,7 +31,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from reference_tools.bench.payloads import MiB, Payload, default_payloads
+from reference_tools.bench.engine_samples import ENGINE_MSGPACK, ENGINE_PICKLE, ENGINE_TRANSPORTS
+from reference_tools.bench.payloads import ENGINE_PATH, MiB, Payload, default_payloads
 from reference_tools.bench.timing import Stat, bootstrap_ratio, interleaved, paired_ratios
 
 PICKLE, MSGPACK, OOB, UPSTREAM, MEMCPY = "pickle", "msgpack", "msgpack+oob", "sglang msgpack", "memcpy"
@@ -42,8 +47,11 @@ class Transport:
     encode: Callable[[Any], Any]
     decode: Callable[[Any], Any]
     tensors_only: bool = False
+    engine_only: bool = False  # the engine-path rows: engine-path payloads only
 
     def applies(self, payload: Payload) -> bool:
+        if self.engine_only:
+            return payload.group == ENGINE_PATH
         return payload.has_tensors or not self.tensors_only
 
 
@@ -92,6 +100,10 @@ def transports(impls: dict[str, Any]) -> list[Transport]:
             Transport(OOB, "reference", lambda o: codec.encode_frames(o, "msgpack"),
                       lambda f: codec.decode_frames(f, "msgpack", allow_pickle=True), tensors_only=True),
         ]
+        from reference_tools.bench import engine_samples
+
+        out += [Transport(name, "reference", engine_samples.engine_send(tp), engine_samples.engine_receive(tp),
+                          engine_only=True) for name, tp in ENGINE_TRANSPORTS.items()]
     if "sglang" in impls:
         io = impls["sglang"]
         if "reference" not in impls:
@@ -183,8 +195,9 @@ def _ratios(rows: dict[str, dict]) -> dict[str, dict]:
         if mine is None:
             continue
         r: dict[str, Any] = {}
-        if rt(PICKLE) and name != PICKLE:
-            paired = paired_ratios(rt(PICKLE), mine)
+        base = ENGINE_PICKLE if name == ENGINE_MSGPACK else PICKLE  # the engine path against its own pickle
+        if rt(base) and name != base:
+            paired = paired_ratios(rt(base), mine)
             r["vs_pickle"] = Stat.of(paired).to_json()
             r["vs_pickle_ci"] = bootstrap_ratio(paired).to_json()
         if rt(UPSTREAM) and name != UPSTREAM:
@@ -203,7 +216,7 @@ def _encode_bounds(rows: dict[str, dict], ratios: dict[str, dict]) -> None:
     if "encode" not in base or "decode" not in base:
         return
     for name, row in rows.items():
-        if name == PICKLE or "encode" not in row or "vs_pickle" not in ratios.get(name, {}):
+        if name in (PICKLE, *ENGINE_TRANSPORTS) or "encode" not in row or "vs_pickle" not in ratios.get(name, {}):
             continue
         bound = (base["encode"]["median"] + base["decode"]["median"]) / (row["encode"]["median"]
                                                                            + base["decode"]["median"])
@@ -272,6 +285,10 @@ def evaluate_targets(report: dict) -> list[dict]:
         if p["group"] == "engine" and "vs_pickle" in r:
             out.append(_target(f"{p['payload']}: msgpack round trip not slower than pickle", r["vs_pickle"], 1.0,
                                higher=True))
+        engine = p["ratios"].get(ENGINE_MSGPACK, {})
+        if p["group"] == ENGINE_PATH and "vs_pickle" in engine:
+            out.append(_target(f"{p['payload']}: engine msgpack send + receive not slower than engine pickle",
+                               engine["vs_pickle"], 1.0, higher=True))
         if "vs_sglang" in r:
             out.append(_target(f"{p['payload']}: msgpack round trip not slower than sglang msgpack",
                                r["vs_sglang"], 1.0, higher=True))
@@ -363,7 +380,8 @@ def render_text(report: dict) -> str:
               "[25th-75th percentile]; [95% CI]: bootstrap interval of the geometric mean of those ratios, and "
               "what it allows one to say; bound: the speed-up over pickle if decode were exactly as fast as "
               "pickle's ((pickle encode + decode) / (encode + pickle decode)), and the share of it reached; "
-              "x memcpy: round trip cost in plain copies of the tensor bytes."]
+              "x memcpy: round trip cost in plain copies of the tensor bytes; engine msgpack's vs pickle is "
+              "against engine pickle (the engine's send + receive functions, unwrap included)."]
     lines += _summary_lines(report)
     return "\n".join(lines) + "\n"
 
@@ -391,6 +409,7 @@ def _summary_lines(report: dict, markdown: bool = False) -> list[str]:
                      + (f" (differ: {', '.join(same)})" if same else ""))
     for note in report.get("notes", []):
         lines.append(f"note: {note}")
+    lines += disagreements(report)
     targets = report.get("targets", [])
     if targets:
         met = sum(t["met"] for t in targets)
@@ -400,6 +419,19 @@ def _summary_lines(report: dict, markdown: bool = False) -> list[str]:
             lines.append(f"{'- ' if markdown else '  '}{mark} {t['target']}: {t['value']:.2f}x "
                          f"[{t['p25']:.2f}-{t['p75']:.2f}]" + ("" if t["met"] else f" ({t['note']})"))
     return lines
+
+
+def disagreements(report: dict) -> list[str]:
+    """A line per engine-path payload whose bare codec ratio (msgpack vs pickle) and engine-path
+    ratio (engine msgpack vs engine pickle) point in different directions."""
+    out = []
+    for p in report["payloads"]:
+        bare = p["ratios"].get(MSGPACK, {}).get("vs_pickle")
+        engine = p["ratios"].get(ENGINE_MSGPACK, {}).get("vs_pickle")
+        if bare and engine and (bare["median"] >= 1) != (engine["median"] >= 1):
+            out.append(f"directions differ: {p['payload']}: the bare codec says msgpack {bare['median']:.2f}x "
+                       f"pickle, the engine's path {engine['median']:.2f}x")
+    return out
 
 
 def write_json(report: dict, path: str) -> None:

@@ -26,13 +26,14 @@ import msgspec
 import torch
 
 KiB, MiB = 1 << 10, 1 << 20
+ENGINE_PATH = "engine-path"  # the group of the engine-path samples (engine_samples.py)
 TOP_K = 5  # top logprobs per token in the "with logprobs" payloads
 
 
 @dataclass(frozen=True)
 class Payload:
     name: str
-    group: str  # request | batch | hidden | tensor | engine
+    group: str  # request | batch | hidden | tensor | engine | engine-path
     build: Callable[[Any], Any] = field(repr=False, compare=False)
     tensor_bytes: int = 0  # raw tensor bytes carried (tensor payloads)
     impls: tuple[str, ...] = ("reference", "sglang")  # whose classes can carry it
@@ -206,6 +207,7 @@ def default_payloads(max_tensor_bytes: Optional[int] = None, tiny: bool = False)
             Payload("tensor float32 1 KiB", "tensor", tensor_message(KiB, torch.float32), KiB),
             Payload("engine BatchTokenIDOutput x4 +time stats", "engine", engine_step("BatchTokenIDOutput", 4),
                     impls=("reference",)),
+            *engine_path_payloads(sizes=(1,)),
         ]
     out = [Payload(f"TokenizedGenerateReqInput {n} ids", "request", generate_request(n)) for n in (128, 8192)]
     for struct, builder in (("BatchTokenIDOutput", batch_token_id_output), ("BatchStrOutput", batch_str_output)):
@@ -221,9 +223,19 @@ def default_payloads(max_tensor_bytes: Optional[int] = None, tiny: bool = False)
                     impls=("reference",)),
             Payload("engine BatchStrOutput x256 +time stats", "engine", engine_step("BatchStrOutput", 256),
                     impls=("reference",))]
+    out += engine_path_payloads()
     for dtype in (torch.float32, torch.bfloat16):
         for nbytes in TENSOR_SIZES:
             if max_tensor_bytes is None or nbytes <= max_tensor_bytes:
                 out.append(Payload(f"tensor {_DTYPE_NAMES[dtype]} {_size(nbytes)}", "tensor",
                                    tensor_message(nbytes, dtype), nbytes))
     return out
+
+
+def engine_path_payloads(sizes: Optional[tuple[int, ...]] = None) -> list[Payload]:
+    """The engine's step messages, timed through its send and receive functions
+    (reference_tools/bench/engine_samples.py; reference only)."""
+    from reference_tools.bench import engine_samples
+
+    return [Payload(name, ENGINE_PATH, build, impls=("reference",))
+            for name, build in engine_samples.samples(sizes or engine_samples.SIZES)]

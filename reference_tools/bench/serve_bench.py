@@ -71,6 +71,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     # streamed token by token; load generator and engine on separate cores.
     "ipc": dict(concurrency=[1, 256, 1024], num_prompts=[128, 512, 1024], input_len=16, output_len=128, rounds=4,
                 device="cpu", dp_size=1, skip_forward=True, streams=[False, True], pin=True, json_prompts_factor=4),
+    # The seed's shape on CPU (SGLang PR: 1024 input / 200 output tokens, concurrency 1 and 1024), IPC-bound
+    # and pinned as the ipc preset is, JSON answers (wrk) and streams; the built-in tiny model has a
+    # 512-token context, so the preset serves a copy of it whose config allows SEED_POSITIONS.
+    "seed": dict(concurrency=[1, 1024], num_prompts=[64, 2048], input_len=1024, output_len=200, rounds=2,
+                 device="cpu", dp_size=1, skip_forward=True, streams=[False, True], pin=True,
+                 model_positions=2048),
     # The seed's measurement (SGLang PR: Qwen3-0.6B on one GPU): needs --model and a GPU.
     "gpu": dict(concurrency=[1, 1024], num_prompts=[64, 4096], input_len=1024, output_len=200, rounds=2,
                 device="cuda", dp_size=1),
@@ -105,6 +111,9 @@ class Settings:
     json_prompts_factor: int = 1  # JSON-answer levels send this many times the requests (they are quick)
     max_running_requests: Optional[int] = None  # None: each level's concurrency
     context_length: Optional[int] = None  # None: input + output (the built-in model), the model's own otherwise
+    # Without --model: serve a copy of the built-in tiny checkpoint whose config allows this many
+    # positions (the seed preset; made once under the engine's cache directory). None: the model itself.
+    model_positions: Optional[int] = None
     port: int = 0  # 0: free ports
     startup_timeout: float = 180.0
     request_timeout: float = 600.0
@@ -117,7 +126,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="cpu (default): sized for a small CPU machine and the tiny model; ipc: IPC-bound "
                         "(servers run --skip-forward; concurrency 1, 256, 1024; output 128; JSON answers "
                         "through wrk, then streams; load generator and engine pinned to separate cores); "
-                        "gpu: the seed's settings (concurrency 1024, 4096 requests, input 1024, output 200)")
+                        "seed: the seed's shape on CPU (input 1024, output 200, concurrency 1 and 1024, "
+                        "otherwise as ipc; a copy of the tiny model with a 2048-token context; add --dp-size 2 "
+                        "where the cores allow); gpu: the seed's settings on a GPU (concurrency 1024, 4096 "
+                        "requests, input 1024, output 200; needs --model)")
     p.add_argument("--skip-forward", action="store_true", default=None,
                    help="start the servers with --skip-forward (no forward pass; the ipc preset does)")
     p.add_argument("--no-stream", dest="stream", action="store_false", default=None,
@@ -204,24 +216,99 @@ def validate(s: Settings) -> None:
     if s.preset == "gpu" and not s.urls and s.model is None:
         raise ValueError("the gpu preset needs a real checkpoint: --model DIR (context >= input + output), "
                          "or --url of a running server")
-    if s.model is None and s.input_len + s.output_len > 512 and not s.urls:
-        raise ValueError(f"the built-in tiny model has a 512-token context; input {s.input_len} + output "
-                         f"{s.output_len} does not fit (use --model)")
-    if s.model is not None and not s.urls and not os.path.isfile(os.path.join(s.model, "config.json")):
-        raise ValueError(f"--model {s.model}: no config.json there (a Hugging Face-style checkpoint directory)")
+    need = s.input_len + s.output_len
+    if s.model is None and not s.urls:
+        if s.model_positions is None and need > 512:
+            raise ValueError(f"the built-in tiny model has a 512-token context; input {s.input_len} + output "
+                             f"{s.output_len} does not fit (use --model)")
+        if s.model_positions is not None and need > s.model_positions:
+            raise ValueError(f"the {s.preset} preset's copy of the tiny model has a {s.model_positions}-token "
+                             f"context; input {s.input_len} + output {s.output_len} does not fit (use --model)")
+    if s.model is not None and not s.urls:
+        if not os.path.isfile(os.path.join(s.model, "config.json")):
+            raise ValueError(f"--model {s.model}: no config.json there (a Hugging Face-style checkpoint directory)")
+        positions = model_positions(s.model)
+        if positions is not None and need > positions:
+            raise ValueError(f"--model {s.model}: its context ({positions} positions, config.json "
+                             f"max_position_embeddings) is too small for input {s.input_len} + output "
+                             f"{s.output_len}")
     if any(c < 1 for c in s.concurrency) or any(n < 1 for n in s.num_prompts):
         raise ValueError("--concurrency and --num-prompts must be >= 1")
     if s.client == "wrk" and find_wrk() is None:
         raise ValueError("--client wrk: wrk is not installed (Debian: apt-get install -y --no-install-recommends "
                          "wrk), or use --client python")
+    if s.preset == "seed" and s.client == "auto" and False in s.streams and find_wrk() is None:
+        raise ValueError("the seed preset sends its JSON-answer levels through wrk, which is not installed "
+                         "(Debian: apt-get install -y --no-install-recommends wrk); or --stream, or --client python")
+    if not s.urls and s.dp_size < 1:
+        raise ValueError("--dp-size must be >= 1")
+    if not s.urls and s.dp_size > 1:
+        cores = engine_cores(s)
+        if s.dp_size > len(cores):
+            raise ValueError(f"--dp-size {s.dp_size} is more than the {len(cores)} core(s) the engine may use "
+                             f"({_core_list(cores)}{', the load generator has its own' if s.pin else ''}); "
+                             f"use --dp-size {len(cores)}{' or --no-pin' if s.pin else ''}")
     if s.context_length is not None and s.context_length < s.input_len + s.output_len:
         raise ValueError(f"--context-length {s.context_length} < input {s.input_len} + output {s.output_len}")
+
+
+def engine_cores(s: Settings) -> tuple[int, ...]:
+    """The cores the engine's processes may use: the pinned placement's, else all of this process's."""
+    placement = cpu_share.plan_placement(s.pin)
+    return placement.engine or tuple(sorted(os.sched_getaffinity(0)))
+
+
+def _core_list(cores: Sequence[int]) -> str:
+    return f"core{'s' if len(cores) != 1 else ''} {','.join(map(str, cores))}"
+
+
+def model_positions(model: str) -> Optional[int]:
+    """max_position_embeddings of a checkpoint's config.json (None when it does not say)."""
+    try:
+        with open(os.path.join(model, "config.json")) as fh:
+            value = json.load(fh).get("max_position_embeddings")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) and value > 0 else None
+
+
+def long_context_checkpoint(positions: int, root: Optional[str] = None) -> str:
+    """A copy of the built-in tiny checkpoint whose config allows `positions` positions (same
+    weights: the model is rotary, no table grows), made once under the engine's cache directory
+    (IPC_ENGINE_CACHE, else ~/.cache/ipc-conformance/models), written atomically."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from reference_impl.engine import checkpoint
+
+    base = Path(root) if root else checkpoint.cache_root()
+    target = base / f"{checkpoint.TINY_MODEL_NAME}-ctx{positions}"
+    if model_positions(str(target)) == positions and (target / checkpoint.WEIGHTS_FILE).exists():
+        return str(target)
+    tiny = checkpoint.ensure_default_checkpoint(base)
+    staging = Path(tempfile.mkdtemp(prefix=".tmp-", dir=base))
+    try:
+        for item in tiny.iterdir():
+            shutil.copy2(item, staging / item.name)
+        config = json.loads((staging / "config.json").read_text())
+        config["max_position_embeddings"] = positions
+        (staging / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+        shutil.rmtree(target, ignore_errors=True)
+        try:
+            os.replace(staging, target)
+        except OSError:
+            if model_positions(str(target)) != positions:
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return str(target)
 
 
 def server_context(s: Settings) -> Optional[int]:
     if s.context_length is not None:
         return s.context_length
-    return s.input_len + s.output_len if s.model is None else None
+    return s.input_len + s.output_len if s.model is None or s.model_positions is not None else None
 
 
 # -- servers ------------------------------------------------------------------------------
@@ -545,6 +632,9 @@ def run(s: Settings, log: Optional[Callable[[str], None]] = None) -> dict:
     levels = []
     fixed: dict[str, str] = {}
     placement = cpu_share.plan_placement(s.pin and not s.urls)
+    if s.model is None and s.model_positions is not None and not s.urls:
+        s.model = long_context_checkpoint(s.model_positions)
+        say(f"model: the tiny checkpoint with a {s.model_positions}-token context, {s.model}")
     load_at_start = _loadavg()
     own_affinity = os.sched_getaffinity(0)
     if s.urls:
@@ -640,9 +730,13 @@ SKIP_FORWARD_NOTE = ("IPC-bound: the servers run --skip-forward (the scheduler's
 def _notes(s: Settings) -> list[str]:
     if s.urls:
         return []
+    copy = ([f"model: a copy of the built-in tiny checkpoint whose config allows {s.model_positions} positions "
+             f"(the built-in one allows 512), served with context input + output"]
+            if s.model_positions is not None and s.model and os.path.basename(s.model).endswith(
+                f"-ctx{s.model_positions}") else [])
     if s.skip_forward:
-        return [SKIP_FORWARD_NOTE]
-    return [TINY_MODEL_NOTE] if s.model is None else []
+        return [SKIP_FORWARD_NOTE] + copy
+    return ([TINY_MODEL_NOTE] if s.model is None else []) + copy
 
 
 def _ratios(pickle_runs: list[dict], msgpack_runs: list[dict]) -> dict:

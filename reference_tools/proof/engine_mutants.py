@@ -72,9 +72,11 @@ MUTANTS: dict[str, SourceMutant] = {m.name: m for m in (
         "            output_hidden_states=None,\n",
         "the detokenizer's output forgets the hidden states it received"),
     SourceMutant(
-        "output-customized-info-unwrapped", "reference_impl.codec",
-        "    return map_wrapped(_deep_struct_copy(obj), lambda v, s, p: wrap(v))\n",
-        "    return map_wrapped(_deep_struct_copy(obj), lambda v, s, p: wrap(v) if p.endswith('time_stats') else v)\n",
+        "output-customized-info-unwrapped", "reference_impl._codec_plan",
+        "    changes = {name: wrap(value) for name, value in zip(plan.direct, plan.direct_values(obj)) "
+        "if value is not None}\n",
+        "    changes = {name: wrap(value) if name == 'time_stats' else value\n"
+        "               for name, value in zip(plan.direct, plan.direct_values(obj)) if value is not None}\n",
         "the sender's wrap step wraps the time stats only: the customized info of the scheduler's output goes "
         "unwrapped under msgpack, and the detokenizer refuses every output batch that carries it"),
 )}

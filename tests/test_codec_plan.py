@@ -1,0 +1,178 @@
+"""The per-type plans of the msgpack path (reference_impl/_codec_plan.py) against the slow path
+they replace (the deep skeleton copy and typed walk of pickle_wrapper, the full map-key scan of
+_codec_keys), on every message struct of the reference catalogue with the EveryArm and EveryEdge
+instances (every arm, every edge value, falsy objects at PickleWrapper positions) and the
+engine's own step messages, plus a few values of our own at the wrapper positions."""
+
+from __future__ import annotations
+
+import copy
+import enum
+import pickle
+from typing import Any, Optional
+
+import msgspec
+import pytest
+
+from conformance.compare import differences
+from conformance.every_arm import EveryArmBuilder
+from conformance.every_edge import edge_sends
+from reference_impl import _codec_fast, _codec_keys, _codec_plan, codec, io_struct, pickle_wrapper
+from reference_impl.errors import WireError
+from reference_tools.adapter import ReferenceAdapter
+
+_ADAPTER = ReferenceAdapter()
+MANIFEST = _ADAPTER.live_manifest()  # the reference's own catalogue, extracted from its classes
+CLASSES = _ADAPTER.classes()
+MESSAGES = [s.name for s in MANIFEST.messages]
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+@pytest.fixture(scope="module")
+def instances() -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {name: [] for name in MESSAGES}
+    arm = EveryArmBuilder(MANIFEST, CLASSES)
+    for name in MESSAGES:
+        out[name] += arm.instances(name)
+    for by_message in edge_sends(MANIFEST, CLASSES).values():
+        for name, values in by_message.items():
+            out[name] += values
+    for name in MESSAGES:  # objects of our own at every PickleWrapper-typed position
+        cls = CLASSES[name]
+        plan = _codec_plan.plan_of(cls)
+        if plan.direct and out[name]:
+            base = out[name][0]
+            for value in ({"k": [1, 2.5, None]}, [None, {"a": 1}], 0, "", ("t", b"x")):
+                out[name].append(msgspec.structs.replace(base, **{f: value for f in plan.direct}))
+    return out
+
+
+def _slow_unwrap(obj: Any) -> Any:
+    def open_wrapper(value: Any, struct: str, path: str) -> Any:
+        if not isinstance(value, io_struct.PickleWrapper):
+            return value
+        return pickle_wrapper.unwrap_value(value, allow_pickle=True, transport="msgpack",
+                                           where=(struct or "PickleWrapper", path))
+
+    return pickle_wrapper.map_wrapped(obj, open_wrapper)
+
+
+def _encoded(obj: Any) -> Optional[bytes]:
+    try:
+        return _codec_fast.plain_encoder.encode(obj)
+    except (TypeError, ValueError, OverflowError, msgspec.EncodeError):
+        return None
+
+
+def plan_disagreements(obj: Any) -> list[str]:
+    """Where the plan's send, scan and receive differ from the slow path, for one message."""
+    cls = type(obj)
+    plan = _codec_plan.plan_of(cls)
+    out: list[str] = []
+    if set(plan.opaque) != set(pickle_wrapper.opaque_fields(cls)):
+        out.append(f"opaque fields {plan.opaque} != {pickle_wrapper.opaque_fields(cls)}")
+    if plan.maps != _codec_keys.map_fields(cls):
+        out.append(f"map fields {plan.maps} != {_codec_keys.map_fields(cls)}")
+    before = _encoded(obj)
+    # send: the plan's copy and the slow path's give the same bytes
+    fast = codec.wrap_fields(obj)
+    slow = codec._wrap_walk(obj)
+    if _encoded(fast) != _encoded(slow):
+        out.append("wrap: the plan's message encodes differently from the slow path's")
+    if _encoded(obj) != before:
+        out.append("wrap: the caller's object was modified")
+    # the collision scan is skipped only where the full scan finds nothing
+    if not plan.needs_key_scan(obj) and _codec_keys.find_collision(obj) is not None:
+        out.append("key scan skipped on a message with colliding keys")
+    # encode as a whole: the bytes of the slow path (or both refuse)
+    try:
+        wire: Optional[bytes] = codec.encode(obj, "msgpack")
+    except WireError:
+        wire = None
+    expected = None if _codec_keys.find_collision(obj) is not None else _encoded(slow)
+    if wire != expected:
+        out.append("encode: bytes differ from the slow path's")
+    if wire is None:
+        return out
+    # receive: the plan's unwrap and the typed walk deliver the same values
+    got = codec.unwrap(codec.decode(wire, "msgpack", unwrap_wrappers=False), allow_pickle=True)
+    want = _slow_unwrap(codec.decode(wire, "msgpack", unwrap_wrappers=False))
+    out += [f"unwrap: {d}" for d in differences(want, got)]
+    return out
+
+
+@pytest.mark.parametrize("name", MESSAGES)
+def test_the_plan_agrees_with_the_slow_path(instances, name):
+    assert instances[name], f"no instances of {name}"
+    for i, obj in enumerate(instances[name]):
+        found = plan_disagreements(obj)
+        assert not found, f"{name} instance {i}: {found}"
+
+
+def test_the_engine_step_messages():
+    from reference_tools.bench import engine_samples
+
+    for n in (1, 3):
+        for obj in (engine_samples.scheduler_output(n), engine_samples.detokenizer_output(n)):
+            assert obj.time_stats is not None
+            assert not plan_disagreements(obj)
+            for transport in ("pickle", "msgpack"):
+                wire = engine_samples.engine_send(transport)(obj)
+                assert engine_samples.same_delivery(engine_samples.engine_receive(transport)(wire), obj)
+
+
+def test_nested_wrappers_take_the_slow_path(instances):
+    """A batched request holds PickleWrapper positions one struct down: the walk wraps them."""
+    req = msgspec.structs.replace(instances["TokenizedGenerateReqInput"][0], time_stats={"created": 1.0})
+    batch = CLASSES["BatchTokenizedGenerateReqInput"](batch=[req])
+    plan = _codec_plan.plan_of(type(batch))
+    assert plan.nested == ("batch",) and not plan.simple(batch)
+    wrapped = codec.wrap_fields(batch)
+    assert isinstance(wrapped.batch[0].time_stats, io_struct.PickleWrapper)
+    assert req.time_stats == {"created": 1.0}  # the caller's struct untouched
+    assert not plan_disagreements(batch)
+
+
+def test_a_map_with_colliding_keys_is_still_refused():
+    cls = CLASSES["BatchTokenIDOutput"]
+    obj = EveryArmBuilder(MANIFEST, CLASSES).instances("BatchTokenIDOutput")[0]
+    obj = msgspec.structs.replace(obj, finished_reasons=[{Color.RED: 1, "red": 2}])
+    assert _codec_plan.plan_of(cls).needs_key_scan(obj)
+    with pytest.raises(WireError, match="R-VAL-6"):
+        codec.encode(obj, "msgpack")
+
+
+def test_a_broken_plan_is_caught(instances, monkeypatch):
+    """Planted: the plan of BatchTokenIDOutput forgets its customized_info field."""
+    cls = CLASSES["BatchTokenIDOutput"]
+    plan = copy.copy(_codec_plan.plan_of(cls))
+    assert "customized_info" in plan.direct
+    broken = _codec_plan.Plan(cls)
+    broken.direct = tuple(f for f in plan.direct if f != "customized_info")
+    broken.direct_values = _codec_plan._tuple_getter(broken.direct)
+    monkeypatch.setitem(_codec_plan._plans, cls, broken)
+    obj = msgspec.structs.replace(instances["BatchTokenIDOutput"][0], customized_info={"k": [1]})
+    found = plan_disagreements(obj)
+    assert any(f.startswith("wrap:") for f in found), found
+
+
+def test_the_logging_switch_is_read_once(monkeypatch):
+    pickle_wrapper.reset_log_switch()
+    monkeypatch.setenv("IPC_LOG_PICKLE_OBJECTS", "1")
+    assert pickle_wrapper._log_objects()
+    monkeypatch.setenv("IPC_LOG_PICKLE_OBJECTS", "0")
+    assert pickle_wrapper._log_objects()  # read once per process
+    pickle_wrapper.reset_log_switch()
+    assert not pickle_wrapper._log_objects()
+    monkeypatch.delenv("IPC_LOG_PICKLE_OBJECTS")
+    pickle_wrapper.reset_log_switch()
+
+
+def test_wrapped_values_still_count_their_types():
+    before = pickle_wrapper.pickle_residue["builtins.dict"]
+    wrapper = pickle_wrapper.wrap({"a": 1})
+    assert pickle_wrapper.pickle_residue["builtins.dict"] == before + 1
+    assert wrapper is not None and pickle.loads(wrapper.data) == {"a": 1}

@@ -1,0 +1,98 @@
+"""`bench serve --preset seed`: the seed's shape (1024 in / 200 out, concurrency 1 and 1024) on
+CPU with a copy of the tiny checkpoint whose config allows 2048 positions, and its bad inputs,
+each one line and exit 2. No server is started here."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from reference_tools.bench import serve_bench as sb
+from reference_tools.bench.cli import main as cli_main
+
+
+def _settings(*argv: str) -> sb.Settings:
+    parser = argparse.ArgumentParser()
+    sb.add_arguments(parser)
+    return sb.settings_from_args(parser.parse_args(list(argv)))
+
+
+@pytest.fixture
+def wrk_installed(monkeypatch):
+    monkeypatch.setattr(sb, "find_wrk", lambda: "/usr/bin/wrk")
+
+
+@pytest.fixture
+def two_engine_cores(monkeypatch):
+    monkeypatch.setattr(sb.os, "sched_getaffinity", lambda pid: {0, 1, 2})
+
+
+def test_the_seed_shape(wrk_installed):
+    s = _settings("--preset", "seed")
+    assert (s.input_len, s.output_len, s.concurrency) == (1024, 200, [1, 1024])
+    assert s.streams == [False, True] and s.pin and s.skip_forward and s.dp_size == 1
+    assert s.model is None and s.model_positions == 2048
+    assert sb.server_context(s) == 1224  # served with context input + output, as the built-in model is
+    assert sb.client_for(s, stream=False) == "wrk" and sb.client_for(s, stream=True) == "python"
+    gpu = sb.PRESETS["gpu"]
+    assert (gpu["input_len"], gpu["output_len"], gpu["concurrency"]) == (1024, 200, [1, 1024])
+
+
+def test_the_dp_size_2_variant_where_the_cores_allow(wrk_installed, two_engine_cores):
+    s = _settings("--preset", "seed", "--dp-size", "2")
+    assert s.dp_size == 2 and sb.engine_cores(s) == (1, 2)
+
+
+def test_the_long_context_copy(tmp_path):
+    path = sb.long_context_checkpoint(2048, root=str(tmp_path))
+    assert sb.model_positions(path) == 2048 and path.endswith("-ctx2048")
+    tiny = tmp_path / "tiny-llama-bytes-v1"
+    config = json.loads((tiny / "config.json").read_text())
+    assert config["max_position_embeddings"] == 512  # the built-in checkpoint itself is untouched
+    assert (tiny / "model.safetensors").read_bytes() == (tmp_path / path / "model.safetensors").read_bytes()
+    assert sb.long_context_checkpoint(2048, root=str(tmp_path)) == path  # made once
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-llama-bytes-v1", "tiny-llama-bytes-v1-ctx2048"]
+
+
+def test_the_copy_serves_the_seed_shape(tmp_path):
+    """The engine loads the copy (same weights, 2048 positions) and runs the seed's context."""
+    import torch
+
+    from reference_impl.engine.checkpoint import load_model
+    from reference_impl.engine.model import ModelConfig
+
+    path = sb.long_context_checkpoint(2048, root=str(tmp_path))
+    assert ModelConfig.load(path).max_position_embeddings == 2048
+    model = load_model(path)
+    assert model is not None and torch.is_tensor(next(model.parameters()))
+
+
+def _one_line_exit_2(capsys, argv: list[str], starts: str) -> str:
+    assert cli_main(["bench", "serve", *argv]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"ipc-conformance bench serve: error: {starts}"), err
+    return err
+
+
+def test_a_model_whose_context_is_too_small(capsys, tmp_path, wrk_installed):
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 512}))
+    err = _one_line_exit_2(capsys, ["--preset", "seed", "--model", str(tmp_path)], f"--model {tmp_path}")
+    assert "512 positions" in err and "input 1024 + output 200" in err
+    err = _one_line_exit_2(capsys, ["--preset", "seed", "--input-len", "2000"], "the seed preset's copy")
+    assert "2048-token context" in err
+
+
+def test_dp_size_above_the_cores(capsys, monkeypatch, wrk_installed):
+    monkeypatch.setattr(sb.os, "sched_getaffinity", lambda pid: {0, 1})
+    err = _one_line_exit_2(capsys, ["--preset", "seed", "--dp-size", "2"], "--dp-size 2 is more than the 1 core")
+    assert "--dp-size 1" in err
+
+
+def test_missing_wrk(capsys, monkeypatch):
+    monkeypatch.setattr(sb, "find_wrk", lambda: None)
+    err = _one_line_exit_2(capsys, ["--preset", "seed"], "the seed preset sends its JSON-answer levels through wrk")
+    assert "apt-get install" in err
+    assert _settings("--preset", "seed", "--stream").streams == [True]  # streams alone need no wrk
