@@ -45,3 +45,29 @@ def test_the_walkthrough_counts_the_example_list_right():
              if line.strip() and not line.startswith("#")]
     causes = [line for line in lines if line.startswith("cause:")]
     assert tuple(int(n) for n in stated.groups()) == (len(lines), len(lines) - len(causes), len(causes))
+
+
+@pytest.mark.slow
+def test_a_listed_generated_failure_stops_the_search_unshrunk(tmp_path):
+    """The example's float8 cause, without its trigger: the one Generated check the ci profile sees
+    fail stops at that draw (at most the profile's 10 draws, no shrinking: shrinking it took
+    15 s and hundreds of calls), fails as listed, and its message carries the drawn value."""
+    import json
+
+    listed = [line.split(" | trigger:")[0] for line in
+              (ROOT / "examples/minimal_impl/expectations.txt").read_text().splitlines()]
+    (tmp_path / "list.txt").write_text("\n".join(listed) + "\n")
+    check_id = "Required.Generated.BatchTokenIDOutput.RoundTrip.pickle"
+    draws, report = tmp_path / "draws.jsonl", tmp_path / "r.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "conformance.cli", "run", "--impl", "examples.minimal_impl.adapter:MinimalAdapter",
+         "--expectations", str(tmp_path / "list.txt"), "--hypothesis-profile", "ci", "--report", str(report),
+         "--", "-k", check_id, "--ipc-record-draws", str(draws)],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    record = next(r for r in json.loads(report.read_text())["results"] if r["id"] == check_id)
+    assert record["outcome"] == "xfailed", record
+    assert "the search stopped at this listed failure, not shrunk" in record["message"]
+    assert 1 <= len(draws.read_text().splitlines()) <= 10

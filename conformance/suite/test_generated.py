@@ -12,7 +12,7 @@ from hypothesis import given, seed
 from conformance import profiles
 from conformance.compare import differences
 from conformance.plugin import check
-from conformance.plugin.hooks import known_triggers
+from conformance.plugin.hooks import known_cause, known_triggers
 from conformance.suite.failure import Failure, fail, raise_failure, round_trip_step
 from conformance.transport import TRANSPORTS
 
@@ -24,6 +24,16 @@ def _strategy(ipc, struct, triggers):
         fail(f"{ipc.adapter.label} has no struct {struct}: no generated example can cover it", "R-MSG-10",
              step="the implementation's live catalogue (Adapter.live_manifest())", kind="Failed", ipc=ipc)
     return ipc.strategies_without(triggers).for_struct(struct)
+
+
+class _KnownCause(BaseException):
+    """Carries a failure the expected-failure list explains out of a hypothesis search. Not an
+    Exception: hypothesis treats it as no test failure and lets it through at once, so the
+    search draws nothing more and shrinks nothing (its time goes to unknown defects only)."""
+
+    def __init__(self, failure: BaseException) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
 
 
 def _search(ipc, request: pytest.FixtureRequest, struct: str, body: Callable[[Any], None]) -> None:
@@ -39,13 +49,35 @@ def _search(ipc, request: pytest.FixtureRequest, struct: str, body: Callable[[An
     @given(_strategy(ipc, struct, triggers))
     def search(value):
         record(value)
-        body(value)
+        try:
+            body(value)
+        except (Exception, pytest.fail.Exception) as exc:
+            # A failure the list explains (a listed cause, the check's own line) is known: the
+            # check's verdict is reached, so the search stops here, unshrunk. Any other failure
+            # is shrunk by hypothesis as usual (a new defect deserves its smallest example).
+            if known_cause(request.config, check_id, exc) is None:
+                raise
+            if hasattr(exc, "add_note"):  # Python 3.11+
+                exc.add_note(f"drawn value (the search stopped at this listed failure, not shrunk): "
+                             f"{_short(value)}")
+            raise _KnownCause(exc) from None
 
-    if profiles.derandomized(ipc.profile):
-        with profiles.canonical_draws():
-            seed(profiles.seed_for(check_id, ipc.live_manifest))(search)()
-    else:
-        search()
+    known = None
+    try:
+        if profiles.derandomized(ipc.profile):
+            with profiles.canonical_draws():
+                seed(profiles.seed_for(check_id, ipc.live_manifest))(search)()
+        else:
+            search()
+    except _KnownCause as stop:
+        known = stop.failure
+    if known is not None:
+        raise known
+
+
+def _short(value: Any, limit: int = 400) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _excluded(request: pytest.FixtureRequest) -> list[str]:
