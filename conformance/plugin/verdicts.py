@@ -122,6 +122,10 @@ def explained(run: ConformanceRun, check_id: str, exc: BaseException) -> Optiona
     failure = getattr(exc, "ipc_failure", None)
     if failure is not None and len(failure.differences) > 1:
         return expected.explains_each(failure.alone())[0]
+    if exc.__traceback__ is None:  # never raised: the first line pytest would report for it
+        import traceback
+
+        return expected.explains("".join(traceback.format_exception_only(type(exc), exc)).rstrip())
     return expected.explains(ExceptionInfo.from_exception(exc).exconly(tryshort=True))
 
 
