@@ -36,9 +36,13 @@ def _manifest_extract(args: argparse.Namespace) -> int:
         if args.imports or args.root:
             raise UsageError("--import and --root are import-mode options; --source reads every module of the "
                              "tree and finds the tagged roots itself")
-        manifest = extract_source(source, module=args.source_module, implementation=args.implementation,
-                                  version=args.version, array_typecode=args.array_typecode,
-                                  union_attr=args.union_attr, exclude=args.exclude)
+        from conformance.progress import Progress
+
+        with Progress("manifest extract") as progress:
+            progress.show(f"reading {source} (statically)")
+            manifest = extract_source(source, module=args.source_module, implementation=args.implementation,
+                                      version=args.version, array_typecode=args.array_typecode,
+                                      union_attr=args.union_attr, exclude=args.exclude)
     else:
         if not args.module:
             raise UsageError("give a module name (sglang.srt.managers.io_struct) or --source PATH")
@@ -219,14 +223,22 @@ def _schema_check(args: argparse.Namespace) -> int:
         except NotImplementedError:
             raise UsageError(f"--impl {args.impl!r} describes no catalogue to check; give --source or --manifest") \
                 from None
-    live = check.live_catalogue(source=args.source, manifest=args.manifest, implementation=implementation,
-                                module=args.module, version=args.tree_version)
-    baseline = given_baseline or check.baseline_for(live)
-    rows = check.check(live, baseline, modules=not args.ignore_modules)
-    report = check.judge(live, baseline, rows, args.fail_on, allowances)
-    report.identity = check.identity_line(live, baseline, args.against)
-    if args.golden_out:
-        report.golden = check.write_golden(live, baseline, Path(args.golden_out))
+    from conformance.progress import Progress
+
+    with Progress("schema check", total=4 + bool(args.golden_out)) as progress:
+        progress.step("reading the live catalogue")
+        live = check.live_catalogue(source=args.source, manifest=args.manifest, implementation=implementation,
+                                    module=args.module, version=args.tree_version)
+        progress.step("choosing the baseline")
+        baseline = given_baseline or check.baseline_for(live)
+        progress.step(f"diffing against {baseline.id}")
+        rows = check.check(live, baseline, modules=not args.ignore_modules)
+        progress.step("proving the verdicts with bytes")
+        report = check.judge(live, baseline, rows, args.fail_on, allowances)
+        report.identity = check.identity_line(live, baseline, args.against)
+        if args.golden_out:
+            progress.step(f"writing golden vectors to {args.golden_out}")
+            report.golden = check.write_golden(live, baseline, Path(args.golden_out))
     origin = next(f"{flag} {value}" for flag, value in (("--source", args.source), ("--impl", args.impl),
                                                          ("--manifest", args.manifest)) if value)
     sys.stdout.write(check.render_text(report, origin))
@@ -246,6 +258,7 @@ def _golden(args: argparse.Namespace) -> int:
     if args.golden_command == "diff":
         return _golden_diff(args)
     ids = args.manifest or None
+    _golden_progress(args.golden_command, ids or wire_manifests())
     if args.golden_command == "update":
         # the writer `pytest --snapshot-update` uses (conformance.schema.golden.writer): only the
         # files that changed, atomically; a corrupted or missing vector stops it (GoldenError)
@@ -277,6 +290,23 @@ def _golden(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _golden_progress(command: str, ids: Sequence[str]) -> None:
+    """On a terminal, build each manifest's vectors first, one progress step each (the store
+    keeps them: check and update then compare and write without building them again)."""
+    from conformance.progress import Progress, shown
+
+    if not shown():
+        return
+    from conformance.schema.golden.store import expected_files, require_wire
+    from conformance.schema.manifest import load_manifest
+
+    with Progress(f"golden {command}", total=len(ids)) as progress:
+        for manifest_id in ids:
+            progress.step(f"{manifest_id}: building its vectors")
+            expected_files(require_wire(load_manifest(manifest_id)))
+        progress.show("comparing with golden/")
+
+
 def _golden_diff(args: argparse.Namespace) -> int:
     from conformance.schema.golden.diff import golden_diff, render_text
     from conformance.schema.manifest import load_manifest
@@ -304,23 +334,30 @@ def _coverage(args: argparse.Namespace) -> int:
     from conformance.coverage import measure, measure_edges
     from conformance.every_arm import deterministic_sends
     from conformance.every_edge import edge_sends
+    from conformance.progress import Progress
     from conformance.schema.golden.catalogue import catalogue_for
     from conformance.schema.manifest import load_manifest, wire_manifests
 
     complete = True
-    for manifest_id in args.manifest or wire_manifests():
-        manifest = load_manifest(manifest_id)
-        if manifest.is_dataclass_catalogue:
-            raise UsageError(f"{manifest.id} is a dataclass catalogue (pickle only): coverage measures the msgpack "
-                             f"checks; give a msgspec release ({', '.join(wire_manifests())})")
-        classes = catalogue_for(manifest).classes
-        result = measure(manifest, deterministic_sends(manifest, classes, every_arm=not args.canonical_only))
-        print(result.render(per_message=args.per_message))
-        complete &= not result.uncovered()
-        if not args.canonical_only:  # the EveryEdge instances: (struct, field, position, value class)
-            edges = measure_edges(manifest, edge_sends(manifest, classes))
-            print(edges.render(per_class=args.per_message))
-            complete &= not edges.uncovered()
+    ids = args.manifest or wire_manifests()
+    with Progress("coverage", total=len(ids)) as progress:
+        for manifest_id in ids:
+            progress.step(manifest_id)
+            manifest = load_manifest(manifest_id)
+            if manifest.is_dataclass_catalogue:
+                raise UsageError(f"{manifest.id} is a dataclass catalogue (pickle only): coverage measures the "
+                                 f"msgpack checks; give a msgspec release ({', '.join(wire_manifests())})")
+            classes = catalogue_for(manifest).classes
+            result = measure(manifest, deterministic_sends(manifest, classes, every_arm=not args.canonical_only))
+            progress.close()  # the line is erased before the command's own output
+            print(result.render(per_message=args.per_message), flush=True)
+            complete &= not result.uncovered()
+            if not args.canonical_only:  # the EveryEdge instances: (struct, field, position, value class)
+                progress.show(f"[{progress.count}/{len(ids)}] {manifest_id}: value classes")
+                edges = measure_edges(manifest, edge_sends(manifest, classes))
+                progress.close()
+                print(edges.render(per_class=args.per_message), flush=True)
+                complete &= not edges.uncovered()
     return 0 if complete else 1
 
 

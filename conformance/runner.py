@@ -85,8 +85,17 @@ def run(*, pytest_args: Sequence[str] = (), workers: Optional[str] = None, **cho
     # the plugin's report, pytest's own lists failures no more (-rE: errors still), unless asked.
     if tb and not any(a.startswith("-r") for a in pytest_args):
         tb.append("-rE")
+    # The checks fail through conformance/suite/failure.py, never a bare assert
+    # (tests/test_failure_helper.py): pytest's assertion rewriting would only cost time, rewriting
+    # the suite and every module of the plugins' distributions (hypothesis's 200 among them) at
+    # each start where bytecode is not cached (PYTHONDONTWRITEBYTECODE, a read-only install).
+    rewrite = [] if any(a == "--assert" or a.startswith("--assert=") for a in pytest_args) else ["--assert=plain"]
+    # pytest's unraisable-exception plugin collects the garbage at the end of the run to report what
+    # a __del__ raised, as warnings no verdict reads: with torch loaded that is half a second of
+    # every run (Python's own hook still prints such an exception to stderr).
+    unraisable = [] if any("unraisableexception" in a for a in pytest_args) else ["-p", "no:unraisableexception"]
     args = [
-        str(SUITE), "-q", *tb, "-p", "no:cacheprovider", "--rootdir", str(SUITE),
+        str(SUITE), "-q", *tb, "-p", "no:cacheprovider", "--rootdir", str(SUITE), *rewrite, *unraisable,
         "-W", "ignore::pytest.PytestAssertRewriteWarning",
         # By name, not as an object: pytest-xdist's workers load the plugins the arguments name.
         *([] if _plugin_autoloaded() else ["-p", PLUGIN]),

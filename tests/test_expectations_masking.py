@@ -108,3 +108,36 @@ def test_a_generated_check_goes_on_searching_past_a_listed_trigger(tmp_path):
     proc, records = _run(tmp_path, "sglang_like_adapter:SGLangLike", listed, select, "--hypothesis-profile", "ci")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert {r["outcome"] for r in records.values()} <= {"xfailed", "passed"}
+
+
+def test_a_generated_search_stops_only_at_what_the_verdict_would_call_listed():
+    """verdicts.explained (what a Generated check's search stops at, unshrunk) judges an exception
+    as the verdict judges its report: the first line, or difference by difference; a testee's
+    crash is never a known failure."""
+    from types import SimpleNamespace
+
+    from conformance.plugin.verdicts import explained
+    from conformance.suite.failure import Failure, raise_failure
+    from conformance.testee.adapter import TesteeRuntimeError
+
+    run = SimpleNamespace(expectations=expectations.parse(FIRST_CAUSE))
+
+    def raised(failure: Failure) -> BaseException:
+        try:
+            raise_failure(failure)
+        except BaseException as exc:  # noqa: BLE001 - AssertionError or pytest's Failed, as a check raises it
+            return exc
+        raise AssertionError("raise_failure returned")
+
+    known = raised(Failure("AbortReq (typical) changed crossing msgpack", "R-MSG-1",
+                           differences=["$.http_worker_ipc: expected 'a', got 'b'"]))
+    assert explained(run, CHECK, known) == "http_worker_ipc overwritten"
+    both = raised(Failure("AbortReq (typical) changed crossing msgpack", "R-MSG-1",
+                          differences=["$.http_worker_ipc: expected 'a', got 'b'",
+                                       "$.abort_message: expected 'c', got 'd'"]))
+    assert explained(run, CHECK, both) is None  # a new defect beside the known one: shrunk as usual
+    assert explained(run, "Required.RoundTrip.Other.Identical.msgpack.typical", known) is None  # not listed
+    listed_any = SimpleNamespace(expectations=expectations.parse(f"{CHECK}\n"))  # any message
+    assert explained(listed_any, CHECK, ValueError("boom")) == "listed in the expected-failure list"
+    crash = TesteeRuntimeError("the testee exited")
+    assert explained(listed_any, CHECK, crash) is None

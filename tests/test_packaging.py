@@ -24,7 +24,9 @@ ROOT = Path(__file__).resolve().parents[1]
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("dist")
     subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        # pip's PEP 517 front end with the env's hatchling (the `test` extra): tox's test envs carry
+        # no `build` (a dev tool)
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(out), str(ROOT)],
         check=True, capture_output=True,
     )
     (found,) = out.glob("ipc_conformance-*.whl")

@@ -209,3 +209,18 @@ def test_runner_takes_its_options_from_the_table():
     with pytest.raises(TypeError, match=r"unknown options \['nosuch'\].*'report_dir'"):
         runner.run(nosuch=1)
     assert {o.dest for o in options.OPTIONS if o.cli} >= {"impl", "transport", "report", "report_dir", "peer"}
+
+
+def test_the_run_skips_assertion_rewriting_unless_asked(monkeypatch):
+    """The checks never use a bare assert (tests/test_failure_helper.py): `ipc-conformance run`
+    asks pytest for --assert=plain, so no start rewrites the suite and the plugins' modules
+    (hypothesis's) again, and leaves out the unraisable-exception plugin's garbage collection at
+    the end; a user's own --assert wins."""
+    from conformance import runner
+
+    seen: list[list[str]] = []
+    monkeypatch.setattr(runner.pytest, "main", lambda args, plugins: seen.append(list(args)) or 0)
+    runner.run(pytest_args=["-k", "AbortReq"])
+    runner.run(pytest_args=["--assert=rewrite"])
+    assert "--assert=plain" in seen[0] and "no:unraisableexception" in seen[0]
+    assert "--assert=plain" not in seen[1] and "--assert=rewrite" in seen[1]

@@ -44,6 +44,17 @@ def known_triggers(config: pytest.Config, check_id: str) -> tuple[str, ...]:
     return listing.triggers if listing is not None else ()
 
 
+def known_cause(config: pytest.Config, check_id: str, exc: BaseException) -> Optional[str]:
+    """The reason the expected-failure list gives for this failure of a check (None: not
+    listed, or listed as failing otherwise): a Generated check stops its search there."""
+    run = run_of(config, start=False)
+    if run is None:
+        return None
+    from conformance.plugin.verdicts import explained
+
+    return explained(run, check_id, exc)
+
+
 def _run(config: pytest.Config) -> ConformanceRun:
     run = run_of(config)
     assert run is not None

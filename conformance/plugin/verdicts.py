@@ -109,6 +109,26 @@ def _differences_of(call: pytest.CallInfo[None]) -> list[str]:
     return failure.alone() if failure is not None and len(failure.differences) > 1 else []
 
 
+def explained(run: ConformanceRun, check_id: str, exc: BaseException) -> Optional[str]:
+    """The reason the expected-failure list gives for this failure of a check, judged as the
+    verdict judges its report (the first line pytest reports; difference by difference for a
+    suite failure with several), or None: what a Generated check's search stops at without
+    shrinking (conformance/suite/test_generated.py)."""
+    from pytest import ExceptionInfo
+
+    expected = run.expectations.get(check_id)
+    if expected is None or harness_error(exc):
+        return None
+    failure = getattr(exc, "ipc_failure", None)
+    if failure is not None and len(failure.differences) > 1:
+        return expected.explains_each(failure.alone())[0]
+    if exc.__traceback__ is None:  # never raised: the first line pytest would report for it
+        import traceback
+
+        return expected.explains("".join(traceback.format_exception_only(type(exc), exc)).rstrip())
+    return expected.explains(ExceptionInfo.from_exception(exc).exconly(tryshort=True))
+
+
 def _newer_note(run: ConformanceRun, check_id: str) -> str:
     from conformance import spec_versions
 

@@ -7,12 +7,11 @@ import json
 from typing import Any, Callable
 
 import pytest
-from hypothesis import given, seed
 
 from conformance import profiles
 from conformance.compare import differences
 from conformance.plugin import check
-from conformance.plugin.hooks import known_triggers
+from conformance.plugin.hooks import known_cause, known_triggers
 from conformance.suite.failure import Failure, fail, raise_failure, round_trip_step
 from conformance.transport import TRANSPORTS
 
@@ -26,6 +25,16 @@ def _strategy(ipc, struct, triggers):
     return ipc.strategies_without(triggers).for_struct(struct)
 
 
+class _KnownCause(BaseException):
+    """Carries a failure the expected-failure list explains out of a hypothesis search. Not an
+    Exception: hypothesis treats it as no test failure and lets it through at once, so the
+    search draws nothing more and shrinks nothing (its time goes to unknown defects only)."""
+
+    def __init__(self, failure: BaseException) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
 def _search(ipc, request: pytest.FixtureRequest, struct: str, body: Callable[[Any], None]) -> None:
     """Run body on the drawn values of struct. Under a derandomized profile the draws depend
     only on the check id and the manifest (profiles.seed_for, profiles.canonical_draws)."""
@@ -34,18 +43,43 @@ def _search(ipc, request: pytest.FixtureRequest, struct: str, body: Callable[[An
     # A known defect's trigger is never drawn: the search goes on for other defects instead
     # of shrinking to the known one's example (conformance/expectations, 'trigger:').
     triggers = known_triggers(request.config, check_id)
+    # hypothesis is imported by the first Generated check that runs, not by collection: a run
+    # that selects none never loads it
+    from hypothesis import given, seed
 
     @ipc.hypothesis_settings
     @given(_strategy(ipc, struct, triggers))
     def search(value):
         record(value)
-        body(value)
+        try:
+            body(value)
+        except (Exception, pytest.fail.Exception) as exc:
+            # A failure the list explains (a listed cause, the check's own line) is known: the
+            # check's verdict is reached, so the search stops here, unshrunk. Any other failure
+            # is shrunk by hypothesis as usual (a new defect deserves its smallest example).
+            if known_cause(request.config, check_id, exc) is None:
+                raise
+            if hasattr(exc, "add_note"):  # Python 3.11+
+                exc.add_note(f"drawn value (the search stopped at this listed failure, not shrunk): "
+                             f"{_short(value)}")
+            raise _KnownCause(exc) from None
 
-    if profiles.derandomized(ipc.profile):
-        with profiles.canonical_draws():
-            seed(profiles.seed_for(check_id, ipc.live_manifest))(search)()
-    else:
-        search()
+    known = None
+    try:
+        if profiles.derandomized(ipc.profile):
+            with profiles.canonical_draws():
+                seed(profiles.seed_for(check_id, ipc.live_manifest))(search)()
+        else:
+            search()
+    except _KnownCause as stop:
+        known = stop.failure
+    if known is not None:
+        raise known
+
+
+def _short(value: Any, limit: int = 400) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
 
 
 def _excluded(request: pytest.FixtureRequest) -> list[str]:
