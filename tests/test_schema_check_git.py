@@ -15,6 +15,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from sglang_checkout import MODULE, RELEASE, git, make_checkout
 
 import conformance
 from conformance.schema import check
@@ -23,14 +24,7 @@ from conformance.schema.manifest import load_manifest
 from conformance.schema.manifest.git_version import git_version
 from conformance.schema.manifest.source import extract_source
 
-RELEASE = "sglang-0.5.23"
-MODULE = Path("python", "sglang", "srt", "managers", "io_struct.py")
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -42,18 +36,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
     """A checkout with no version file: base (tagged v0.5.23), then an edit; io_struct.py by codegen."""
-    repo = tmp_path_factory.mktemp("sglang")
-    (repo / MODULE).parent.mkdir(parents=True)
-    (repo / MODULE).write_text(generate(load_manifest(RELEASE)))
-    (repo / ".gitignore").write_text("_version.py\n")
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-    git(repo, "tag", "v0.5.23")
-    text = (repo / MODULE).read_text()
-    (repo / MODULE).write_text(text.replace("class HealthCheckOutput(", "class HealthCheckReqOutput("))
-    git(repo, "commit", "-qam", "edit")
-    return repo
+    return make_checkout(tmp_path_factory.mktemp("sglang"), ignore_version_file=True)
 
 
 def test_the_version_comes_from_the_release_tag_and_the_commits_since(checkout):

@@ -23,13 +23,9 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
-from conformance.schema.codegen import generate
-from conformance.schema.manifest import load_manifest
+from sglang_checkout import RELEASE, make_checkout
 
 ROOT = Path(__file__).resolve().parents[1]
-RELEASE = "sglang-0.5.23"
-MODULE = Path("python", "sglang", "srt", "managers", "io_struct.py")
 #: What the fresh venv must not see of this environment: torch (and what only it needs), this package.
 _LEFT_OUT = ("torch", "functorch", "torchgen", "nvidia", "triton", "ipc_conformance", "conformance", "reference_impl",
              "reference_tools", "_editable_impl", "__editable__", "__pycache__", "distutils-precedence.pth",
@@ -44,11 +40,6 @@ if os.environ.get("TORCH_REPORT"):
 '''
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="needs git")]
-
-
-def git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-                   check=True, capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -119,16 +110,7 @@ def test_the_lean_venv_has_its_dependencies_and_no_torch(lean, tmp_path):
 
 
 def test_schema_check_on_a_git_checkout_without_torch(lean, tmp_path):
-    repo = tmp_path / "sglang"
-    (repo / MODULE).parent.mkdir(parents=True)
-    (repo / MODULE).write_text(generate(load_manifest(RELEASE)))
-    git(repo, "init", "-q")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-    git(repo, "tag", "v0.5.23")
-    text = (repo / MODULE).read_text()
-    (repo / MODULE).write_text(text.replace("class HealthCheckOutput(", "class HealthCheckReqOutput("))
-    git(repo, "commit", "-qam", "edit")
+    repo = make_checkout(tmp_path / "sglang")
     started = time.monotonic()
     proc = _run(lean, "schema", "check", "--source", ".", cwd=repo)
     took = time.monotonic() - started
