@@ -97,7 +97,11 @@ def wrap_fields(obj: Any) -> Any:
     """A copy of obj whose PickleWrapper-typed fields hold PickleWrappers (sender side).
     The caller's object is never modified. The type's plan (_codec_plan) does it with one
     shallow copy unless a nested opaque field is set; then the typed walk (the slow path)."""
-    plan = _plans.plan_of(type(obj))
+    return _wrapped(obj, _plans.plan_of(type(obj)))
+
+
+def _wrapped(obj: Any, plan: _plans.Plan) -> Any:
+    """wrap_fields with the type's plan already at hand (encode's hot path)."""
     if not plan.has_opaque_values(obj):
         return obj
     if plan.simple(obj):
@@ -175,8 +179,6 @@ def _check_top_level(obj: Any, transport: str) -> None:
 _TRANSPORT_SET = frozenset(TRANSPORTS)
 
 
-
-
 def encode(obj: Any, transport: Optional[str] = None) -> bytes:
     """Encode one message: a struct of the catalogue or a primitive. msgpack: the tagged
     array_like form, PickleWrapper-typed fields wrapped (the caller's object is not
@@ -198,9 +200,7 @@ def encode(obj: Any, transport: Optional[str] = None) -> bytes:
             raise _errors.encode_error(obj, transport, exc) from None
     if plan.needs_key_scan(obj):
         _refuse_colliding_keys(obj, transport)
-    wrapped = obj
-    if plan.has_opaque_values(obj):
-        wrapped = _plans.wrap_direct(obj, plan, wrap) if plan.simple(obj) else _wrap_walk(obj)
+    wrapped = _wrapped(obj, plan)
     names = plan.arrays
     message = _fast.with_array_raw(wrapped, names, copied=wrapped is not obj) if names else wrapped
     try:
@@ -290,7 +290,7 @@ def encode_frames(obj: Any, transport: Optional[str] = None, *, threshold: int =
     plan = _plans.plan_of(type(obj))
     if plan.needs_key_scan(obj):
         _refuse_colliding_keys(obj, transport)
-    wrapped = wrap_fields(obj)
+    wrapped = _wrapped(obj, plan)
     names = plan.arrays
     message = _fast.with_array_raw(wrapped, names, copied=wrapped is not obj) if names else wrapped
     try:
