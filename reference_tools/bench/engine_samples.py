@@ -124,10 +124,11 @@ def _sglang_accumulator() -> Any:
         is_request_level_customized_info_key=lambda key: False, current_weight_version=None)
 
 
-def sglang_scheduler_output(n: int, input_len: int = 1024, generated: int = 10) -> Any:
+def sglang_scheduler_output(n: int, input_len: int = 1024, generated: int = 10, metrics: bool = True) -> Any:
     """One decode step's BatchTokenIDOutput for n requests, built by SGLang's output processor, as
     its pickle mode holds it (time_stats: the list of SchedulerReqTimeStats; the msgpack send
-    wraps it, engine_send_sglang)."""
+    wraps it, engine_send_sglang). metrics: as with --enable-metrics (the stamps travel); without,
+    each request's time stats pickle as an empty state (SchedulerReqTimeStats.__getstate__)."""
     from sglang.srt.managers.schedule_batch import Req
     from sglang.srt.sampling.sampling_params import SamplingParams
 
@@ -137,7 +138,7 @@ def sglang_scheduler_output(n: int, input_len: int = 1024, generated: int = 10) 
         params.normalize(None)
         req = Req(f"req-{i:08x}", "", array("q", range(input_len)), params, stream=True)
         stats, t = req.time_stats, 12000.0 + i  # perf_counter stamps, as the scheduler sets them
-        stats.enable_metrics = True  # --enable-metrics: the stamps travel (else __getstate__ sends {})
+        stats.enable_metrics = metrics  # --enable-metrics: the stamps travel (else __getstate__ sends {})
         stats.wait_queue_entry_time, stats.forward_entry_time, stats.prefill_finished_time = t, t + 0.001, t + 0.002
         req.output_ids.extend(65 + (j + i) % 26 for j in range(generated - 1))
         _sglang_accumulator().accept(req=req)  # the earlier steps' output: offsets advance
@@ -272,13 +273,13 @@ def piece_times(n: int = 2000, batches: int = 7, rows: int = 1) -> dict[str, flo
     return times
 
 
-def sglang_piece_times(n: int = 2000, batches: int = 7, rows: int = 1) -> dict[str, float]:
+def sglang_piece_times(n: int = 2000, batches: int = 7, rows: int = 1, metrics: bool = True) -> dict[str, float]:
     """The same accounting for SGLang's own path (its step message, `rows` rows), both transports:
     each piece is a function SGLang's processes call, timed alone."""
     import pickle
 
     io = _sglang_io()
-    obj = sglang_scheduler_output(rows)
+    obj = sglang_scheduler_output(rows, metrics=metrics)
     stats = obj.time_stats
     saved = io._USE_PICKLE_IPC
     io._USE_PICKLE_IPC = False  # msgpack mode for the pieces called directly
@@ -322,10 +323,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--impl", choices=["reference", "sglang"], default="reference")
     parser.add_argument("--rows", type=int, default=1, help="requests in the step message (default 1)")
     parser.add_argument("--calls", type=int, default=2000, help="calls per timed loop (default 2000)")
+    parser.add_argument("--no-metrics", action="store_true",
+                        help="sglang: time stats as a server without --enable-metrics sends them (empty states)")
     args = parser.parse_args(argv)
     if args.rows < 1 or args.calls < 1:
         parser.error("--rows and --calls must be at least 1")
-    times = (sglang_piece_times if args.impl == "sglang" else piece_times)(n=args.calls, rows=args.rows)
+    if args.no_metrics and args.impl != "sglang":
+        parser.error("--no-metrics is for --impl sglang (the reference engine always sends its stamps)")
+    if args.impl == "sglang":
+        times = sglang_piece_times(n=args.calls, rows=args.rows, metrics=not args.no_metrics)
+    else:
+        times = piece_times(n=args.calls, rows=args.rows)
     for name, us in times.items():
         print(f"{name:56s} {us:8.2f} us")
     return 0
