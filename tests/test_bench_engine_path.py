@@ -50,3 +50,14 @@ def test_directions_that_differ_are_named():
 def test_the_piece_accounting_runs():
     times = es.piece_times(n=5, batches=1)
     assert times["send: codec.encode, all of it"] > 0 and "  unwrap (allow-listed unpickler)" in times
+
+
+def test_piece_accounting_bad_input_is_one_line_and_exit_2(capsys):
+    import pytest
+
+    for argv in (["--rows", "0"], ["--impl", "reference", "--no-metrics"]):
+        with pytest.raises(SystemExit) as exc:
+            es.main(argv)
+        assert exc.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert err[-1].startswith("python -m reference_tools.bench.engine_samples: error:")

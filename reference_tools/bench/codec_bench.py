@@ -13,6 +13,10 @@ Transports (rows of the table):
   engine msgpack    Sender.send encodes, receive as every engine process decodes and then
                     unwraps (the allow-listed unpickler); engine msgpack's "vs pickle" is
                     against engine pickle, engine pickle's against bare pickle
+  sglang engine     SGLang's own path for the same step message (BatchTokenIDOutput built by
+  pickle / msgpack  its output processor, time stats wrapped as to_payload wraps them, sock_send's
+                    encode; sock_recv's decode, then unwrap_from_pickle as its tokenizer manager
+                    does); "vs sglang" of the engine rows is against these
 
 All cases of one payload are timed in the same repetitions, interleaved (timing.py);
 ratios are per repetition, then summarised (median, 25th-75th percentile).
@@ -31,7 +35,15 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from reference_tools.bench.engine_samples import ENGINE_MSGPACK, ENGINE_PICKLE, ENGINE_TRANSPORTS
+from reference_tools.bench.engine_samples import (
+    ENGINE_MSGPACK,
+    ENGINE_PICKLE,
+    ENGINE_TRANSPORTS,
+    SGLANG_COUNTERPART,
+    SGLANG_ENGINE_MSGPACK,
+    SGLANG_ENGINE_PICKLE,
+    SGLANG_ENGINE_TRANSPORTS,
+)
 from reference_tools.bench.payloads import ENGINE_PATH, MiB, Payload, default_payloads
 from reference_tools.bench.timing import Stat, bootstrap_ratio, interleaved, paired_ratios
 
@@ -52,6 +64,8 @@ class Transport:
     def applies(self, payload: Payload) -> bool:
         if self.engine_only:
             return payload.group == ENGINE_PATH
+        if self.impl == "sglang" and payload.group == ENGINE_PATH:
+            return False  # SGLang's engine-path sample holds its time stats unwrapped: its own rows only
         return payload.has_tensors or not self.tensors_only
 
 
@@ -111,6 +125,11 @@ def transports(impls: dict[str, Any]) -> list[Transport]:
                                  pickle.loads))
         out.append(Transport(UPSTREAM, "sglang", _upstream_call(io, "msgpack_encode"),
                              _upstream_call(io, "msgpack_decode")))
+        from reference_tools.bench import engine_samples
+
+        out += [Transport(name, "sglang", engine_samples.engine_send_sglang(tp),
+                          engine_samples.engine_receive_sglang(tp), engine_only=True)
+                for name, tp in SGLANG_ENGINE_TRANSPORTS.items()]
     return out
 
 
@@ -184,7 +203,8 @@ def _codec_bytes(obj: Any) -> bytes:
 
 def _ratios(rows: dict[str, dict]) -> dict[str, dict]:
     """Paired per-repetition round-trip ratios: speed-up vs pickle and vs sglang (>1: faster),
-    and cost in memcpys (tensor payloads)."""
+    and cost in memcpys (tensor payloads). The engine-path rows compare within their kind: engine
+    msgpack against engine pickle, and against SGLang's own engine path of the same transport."""
     out: dict[str, dict] = {}
 
     def rt(name: str) -> Optional[list[float]]:
@@ -195,13 +215,14 @@ def _ratios(rows: dict[str, dict]) -> dict[str, dict]:
         if mine is None:
             continue
         r: dict[str, Any] = {}
-        base = ENGINE_PICKLE if name == ENGINE_MSGPACK else PICKLE  # the engine path against its own pickle
+        base = {ENGINE_MSGPACK: ENGINE_PICKLE, SGLANG_ENGINE_MSGPACK: SGLANG_ENGINE_PICKLE}.get(name, PICKLE)
         if rt(base) and name != base:
             paired = paired_ratios(rt(base), mine)
             r["vs_pickle"] = Stat.of(paired).to_json()
             r["vs_pickle_ci"] = bootstrap_ratio(paired).to_json()
-        if rt(UPSTREAM) and name != UPSTREAM:
-            r["vs_sglang"] = Stat.of(paired_ratios(rt(UPSTREAM), mine)).to_json()
+        theirs = SGLANG_COUNTERPART.get(name, UPSTREAM)
+        if rt(theirs) and name != theirs and name not in SGLANG_ENGINE_TRANSPORTS:
+            r["vs_sglang"] = Stat.of(paired_ratios(rt(theirs), mine)).to_json()
         if rt(MEMCPY) and name != MEMCPY:
             r["memcpys"] = Stat.of(paired_ratios(mine, rt(MEMCPY))).to_json()
         out[name] = r
@@ -216,7 +237,8 @@ def _encode_bounds(rows: dict[str, dict], ratios: dict[str, dict]) -> None:
     if "encode" not in base or "decode" not in base:
         return
     for name, row in rows.items():
-        if name in (PICKLE, *ENGINE_TRANSPORTS) or "encode" not in row or "vs_pickle" not in ratios.get(name, {}):
+        if (name in (PICKLE, *ENGINE_TRANSPORTS, *SGLANG_ENGINE_TRANSPORTS) or "encode" not in row
+                or "vs_pickle" not in ratios.get(name, {})):
             continue
         bound = (base["encode"]["median"] + base["decode"]["median"]) / (row["encode"]["median"]
                                                                            + base["decode"]["median"])
@@ -289,6 +311,9 @@ def evaluate_targets(report: dict) -> list[dict]:
         if p["group"] == ENGINE_PATH and "vs_pickle" in engine:
             out.append(_target(f"{p['payload']}: engine msgpack send + receive not slower than engine pickle",
                                engine["vs_pickle"], 1.0, higher=True))
+        if p["group"] == ENGINE_PATH and "vs_sglang" in engine:
+            out.append(_target(f"{p['payload']}: engine msgpack send + receive not slower than SGLang's own "
+                               "(sglang engine msgpack)", engine["vs_sglang"], 1.0, higher=True))
         if "vs_sglang" in r:
             out.append(_target(f"{p['payload']}: msgpack round trip not slower than sglang msgpack",
                                r["vs_sglang"], 1.0, higher=True))
@@ -381,7 +406,8 @@ def render_text(report: dict) -> str:
               "what it allows one to say; bound: the speed-up over pickle if decode were exactly as fast as "
               "pickle's ((pickle encode + decode) / (encode + pickle decode)), and the share of it reached; "
               "x memcpy: round trip cost in plain copies of the tensor bytes; engine msgpack's vs pickle is "
-              "against engine pickle (the engine's send + receive functions, unwrap included)."]
+              "against engine pickle (the engine's send + receive functions, unwrap included), its vs sglang "
+              "against SGLang's own engine path (sglang engine msgpack / pickle)."]
     lines += _summary_lines(report)
     return "\n".join(lines) + "\n"
 

@@ -234,8 +234,8 @@ def default_payloads(max_tensor_bytes: Optional[int] = None, tiny: bool = False)
 
 def engine_path_payloads(sizes: Optional[tuple[int, ...]] = None) -> list[Payload]:
     """The engine's step messages, timed through its send and receive functions
-    (reference_tools/bench/engine_samples.py; reference only)."""
+    (reference_tools/bench/engine_samples.py; BatchTokenIDOutput for SGLang too)."""
     from reference_tools.bench import engine_samples
 
-    return [Payload(name, ENGINE_PATH, build, impls=("reference",))
-            for name, build in engine_samples.samples(sizes or engine_samples.SIZES)]
+    return [Payload(name, ENGINE_PATH, build, impls=impls)
+            for name, build, impls in engine_samples.samples(sizes or engine_samples.SIZES)]
