@@ -141,6 +141,17 @@ def unwrap(
 ) -> Any:
     """Receive side: replace every PickleWrapper (top level or in a typed field) by its
     object. Idempotent. Refuses with WireError unless the peer is trusted."""
+    plan = _plans.plan_of(type(obj))
+    direct_values = plan.direct_values
+    if plan.nested_values is None and direct_values is not None:
+        # The engine's step messages: only PickleWrapper-typed fields, opened in place here
+        # (what unwrap_direct does below, without its per-call closure and plan checks).
+        for name, value in zip(plan.direct, direct_values(obj)):
+            if isinstance(value, PickleWrapper):
+                msgspec.structs.force_setattr(obj, name, unwrap_value(
+                    value, allow_pickle=allow_pickle, transport=transport, where=(type(obj).__name__, "." + name),
+                    trusted_globals=trusted_globals))
+        return obj
 
     def open_wrapper(value: Any, struct: str, path: str) -> Any:
         if not isinstance(value, PickleWrapper):
@@ -150,7 +161,6 @@ def unwrap(
 
     if type(obj) is PickleWrapper:
         return open_wrapper(obj, "", "")
-    plan = _plans.plan_of(type(obj))
     if not plan.has_opaque_values(obj):
         return obj  # nothing to open: what map_wrapped would return
     if plan.simple(obj):

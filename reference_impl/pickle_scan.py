@@ -57,21 +57,22 @@ def check_memo_indices(data: bytes) -> None:
     pos = 0
     table = _TABLE
     while pos < size:
-        code = data[pos]
-        step = table[code]
+        step = table[data[pos]]
         if step > 0:  # most opcodes: no argument, or one of fixed size
             pos += step
+            continue
+        if step == _LEN1:  # next most: SHORT_BINUNICODE / SHORT_BINBYTES (names, short payloads)
+            pos += 1
+            if pos >= size:
+                break
+            pos += 1 + data[pos]
             continue
         if step == _STOP:
             return
         if step == _UNKNOWN:
-            raise pickle.UnpicklingError(f"malformed pickle: opcode {bytes([code])!r} at byte {pos} is unknown")
+            raise pickle.UnpicklingError(f"malformed pickle: opcode {data[pos:pos + 1]!r} at byte {pos} is unknown")
         pos += 1
-        if step == _LEN1:
-            if pos >= size:
-                break
-            pos += 1 + data[pos]
-        elif step == _LONG_BINPUT:
+        if step == _LONG_BINPUT:
             end = pos + 4
             if end > size:
                 break

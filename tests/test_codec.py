@@ -895,6 +895,22 @@ def test_trusted_globals_extend_the_allow_list():
     assert type(got.time_stats) is TrustedStats and got.time_stats.spans == [1, 2]
 
 
+def test_trusted_globals_extend_one_unpickler_only():
+    """The allow-list every receive shares (SAFE_GLOBALS, the unpickler's class default) is never
+    extended in place: a decode trusting a class leaves the next decode refusing it."""
+    data = codec.encode(generate_req(time_stats=TrustedStats([3])))
+    name = (TrustedStats.__module__, TrustedStats.__qualname__)
+    before = set(pickle_wrapper.SAFE_GLOBALS)
+    got = codec.decode(data, allow_pickle=True, trusted_globals=iter([name]))  # any iterable, once
+    assert got.time_stats.spans == [3]
+    assert pickle_wrapper.SAFE_GLOBALS == before
+    assert pickle_wrapper.AllowListUnpickler.allowed is pickle_wrapper.SAFE_GLOBALS
+    with pytest.raises(WireError, match="allow-list"):
+        codec.decode(data, allow_pickle=True)
+    with pytest.raises(WireError, match="allow-list"):
+        codec.decode(data, allow_pickle=True, trusted_globals=[])
+
+
 # Payloads whose unpickling creates `path`: proof that pickle was (not) reached.
 class _OpenFile:
     def __init__(self, path):
