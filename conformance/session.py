@@ -89,14 +89,9 @@ class Session:
         """`strategies`, drawing none of the values of `triggers` (known defects' triggers,
         conformance/expectations)."""
         from conformance.strategies import StrategyBuilder
-        from conformance.tensors import torch_available
 
-        devices: tuple[str, ...] = ("cpu",)
-        if torch_available():
-            import torch
-
-            devices = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
-        return StrategyBuilder(self.live_manifest, self.classes, devices=devices, exclude=triggers)
+        # devices=None: the local ones, asked (importing torch) only where a tensor is drawn
+        return StrategyBuilder(self.live_manifest, self.classes, devices=None, exclude=triggers)
 
     def pickle_residue(self) -> dict[str, Any]:
         """Fields that still travel as PickleWrapper or Any, and (when the implementation

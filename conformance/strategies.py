@@ -144,10 +144,21 @@ def _without(dtypes: Sequence[Any], globs: list[str]) -> list[Any]:
     return kept
 
 
+def local_devices() -> tuple[str, ...]:
+    """cpu, and cuda where torch is installed and sees a GPU."""
+    if not torch_available():
+        return ("cpu",)
+    import torch
+
+    return ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
+
+
 class StrategyBuilder:
     def __init__(self, manifest: Manifest, classes: Mapping[str, type],
-                 overrides: Optional[Mapping[str, st.SearchStrategy]] = None, devices: tuple[str, ...] = ("cpu",),
-                 exclude: Iterable[str] = ()):
+                 overrides: Optional[Mapping[str, st.SearchStrategy]] = None,
+                 devices: Optional[tuple[str, ...]] = ("cpu",), exclude: Iterable[str] = ()):
+        """devices None: the devices torch sees here (cpu, and cuda with a GPU), asked only when a
+        tensor strategy is built (asking imports torch)."""
         self.manifest = manifest
         self.classes = classes
         self.overrides = {**_OVERRIDES, **(overrides or {})}
@@ -165,6 +176,8 @@ class StrategyBuilder:
         return st.floats(allow_nan="float-nan" not in self.exclude, allow_infinity="float-inf" not in self.exclude)
 
     def _tensors(self) -> st.SearchStrategy:
+        if self.devices is None:
+            self.devices = local_devices()
         return tensors(self.devices, _without(tensor_dtypes(), self._globs("tensor-dtype:")),
                        min_dims=int("tensor-0d" in self.exclude))
 

@@ -61,23 +61,20 @@ def tensor(values: list[float] | float, dtype: str = "float32", shape: tuple[int
     return WireTensor(dims, dtype, "cpu", raw)
 
 
-class _TorchMissing:
-    """What a check module names `torch` where torch is not installed: any use of it skips the
-    running check, naming the extra (the module itself imports, and its checks keep their ids)."""
+class _TorchOnUse:
+    """What a check module names `torch`: the module, imported at its first use inside a check (not
+    at collection: importing torch costs about a second). Where torch is not installed, any use
+    skips the running check, naming the extra (the module itself imports, and its checks keep their ids)."""
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):  # introspection (pytest's collection, copy, pickle): no such attribute
+        if name.startswith("_"):  # introspection (pytest's collection, mock, copy, pickle); checks use public names
             raise AttributeError(name)
-        return require_torch()
+        return getattr(require_torch(), name)
 
     def __repr__(self) -> str:
-        return "<torch: not installed>"
+        return "<torch, imported at first use>"
 
 
 def torch_or_skip() -> Any:
-    """torch where it is installed; else a stand-in whose every use skips the running check."""
-    if torch_available():
-        import torch
-
-        return torch
-    return _TorchMissing()
+    """torch, imported at its first use; where it is not installed, any use skips the running check."""
+    return _TorchOnUse()

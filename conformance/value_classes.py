@@ -48,6 +48,9 @@ class ValueClass:
     #: numpy scalars: the class tests the Python encoder's input domain (SPEC §3.1), which a
     #: testee's JSON view cannot express
     python_only: bool = False
+    #: the class gives tensor positions values (made only when asked for: making a tensor imports
+    #: torch, which knowing where the class applies must not)
+    tensors: bool = False
 
     def values(self, t: T) -> tuple[Any, ...]:
         return self.leaves(t)
@@ -56,6 +59,8 @@ class ValueClass:
         """Does a position of type t (a leaf, PickleWrapper, or container node) take this class?"""
         if t.kind in CONTAINER_KINDS:
             return bool(self.sizes)
+        if t.kind == "Tensor":
+            return self.tensors
         return bool(self.values(t))
 
 
@@ -82,12 +87,22 @@ def _ints(t: T) -> tuple[Any, ...]:
 def _empty(t: T) -> tuple[Any, ...]:
     if t.kind == "Array":
         return (array.array(t.name or "q"),)
-    return {"NDArray": (np.zeros((0, 3), dtype=np.float32),), "Tensor": (tensor([], "int64", (2, 0)),),
-            "Any": ({}, [])}.get(t.kind, ())
+    if t.kind == "NDArray":
+        return (np.zeros((0, 3), dtype=np.float32),)
+    if t.kind == "Tensor":
+        return (tensor([], "int64", (2, 0)),)
+    return ({}, []) if t.kind == "Any" else ()
 
 
 def _one(t: T) -> tuple[Any, ...]:
     return (array.array(t.name or "q", [7]),) if t.kind == "Array" else ()
+
+
+def _zero_dim(t: T) -> tuple[Any, ...]:
+    # Made when asked, as _empty's: a tensor made at import would import torch for every run.
+    if t.kind == "NDArray":
+        return (np.array(-1.5), np.array(7, dtype=np.int32))
+    return (tensor(2.5), tensor(-3, "int64")) if t.kind == "Tensor" else ()
 
 
 def _pickle_wrapper(values: tuple[Any, ...]) -> Callable[[T], tuple[Any, ...]]:
@@ -113,13 +128,12 @@ CLASSES: tuple[ValueClass, ...] = (
     ValueClass("EmptyBytes", "b\"\" at every bytes position", ("R-MSG-1",), _of({"bytes": (b"",)})),
     ValueClass("EmptyContainer", "every list, tuple, set, dict and array empty (and filled, to reach what it "
                "holds); empty ndarrays and tensors; {} and [] in Any positions", ("R-MSG-1", "R-NONE-1", "R-TEN-2"),
-               _empty, sizes=(0, None)),
+               _empty, sizes=(0, None), tensors=True),
     ValueClass("OneElement", "every list, tuple, set, dict and array with exactly one element", ("R-MSG-1",),
                _one, sizes=(1,)),
     ValueClass("ZeroDim", "0-d ndarrays and tensors (a scalar result of array maths)",
                ("R-TEN-2", "R-VAL-9", "R-NORM-2"),
-               _of({"NDArray": (np.array(-1.5), np.array(7, dtype=np.int32)),
-                    "Tensor": (tensor(2.5), tensor(-3, "int64"))})),
+               _zero_dim, tensors=True),
     ValueClass("PickleWrapperFalsy", "the falsy objects {}, [], 0, \"\", False and 0.0 at PickleWrapper "
                "positions: wrapped on send, they arrive as themselves, never None", ("R-PW-1", "R-PW-3"),
                _pickle_wrapper(({}, [], 0, "", False, 0.0)), opaque=True),

@@ -17,26 +17,35 @@ import copy
 import io
 import os
 import pickle
+import sys
+from functools import lru_cache
 from typing import Any
 
 import msgspec
 import numpy as np
-import torch
 
 from . import ext
 from ._codec_limits import ARRAY_LIST_MIN, SPLICE_THRESHOLD
 
-# torch (2.13, 2.14) cannot unpickle float8 tensors ("UntypedStorage has no attribute
-# dtype"): the reference pickles them through the same layout as the msgpack ext.
-_PICKLE_AS_BUFFER = {getattr(torch, n) for n in dir(torch) if n.startswith("float8_")
-                     and isinstance(getattr(torch, n), torch.dtype)}
+# torch is imported only once a tensor is met: one exists only where torch was imported (see ext).
+
+
+@lru_cache(maxsize=None)
+def _pickle_as_buffer() -> frozenset[Any]:
+    """torch (2.13, 2.14) cannot unpickle float8 tensors ("UntypedStorage has no attribute
+    dtype"): the reference pickles them through the same layout as the msgpack ext."""
+    import torch
+
+    return frozenset(getattr(torch, n) for n in dir(torch) if n.startswith("float8_")
+                     and isinstance(getattr(torch, n), torch.dtype))
 
 
 class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
-        if not isinstance(obj, torch.Tensor):
+        torch = sys.modules.get("torch")
+        if torch is None or not isinstance(obj, torch.Tensor):
             return NotImplemented
-        if obj.dtype in _PICKLE_AS_BUFFER:
+        if obj.dtype in _pickle_as_buffer():
             _, raw = ext.tensor_bytes(obj)
             return ext.restore_tensor, (list(ext.tensor_metadata(obj)), raw.tobytes())
         # Gradients never travel (msgpack has no room for them): both transports agree.
@@ -64,9 +73,17 @@ _Ext = msgspec.msgpack.Ext
 def _enc_hook(obj: Any) -> Any:
     if type(obj) is array.array:  # as ext.enc_hook, one call less
         return _Ext(ext.EXT_ARRAY, _ARRAY_HEADERS[obj.typecode] + obj)
-    if isinstance(obj, (torch.Tensor, np.ndarray)) and _nbytes(obj) >= SPLICE_THRESHOLD:
+    if _is_buffer(obj) and _nbytes(obj) >= SPLICE_THRESHOLD:
         raise LargeBuffer
     return ext.enc_hook(obj)
+
+
+def _is_buffer(obj: Any) -> bool:
+    """A torch tensor or a numpy ndarray."""
+    if isinstance(obj, np.ndarray):
+        return True
+    torch = sys.modules.get("torch")
+    return torch is not None and isinstance(obj, torch.Tensor)
 
 
 def _nbytes(obj: Any) -> int:
@@ -111,8 +128,7 @@ def encode_spliced(message: Any) -> bytes:
     buffers: list[tuple[bytes, int, bytes, memoryview]] = []
 
     def hook(obj: Any) -> Any:
-        if type(obj) is not array.array and isinstance(obj, (torch.Tensor, np.ndarray)) \
-                and _nbytes(obj) >= SPLICE_THRESHOLD:
+        if type(obj) is not array.array and _is_buffer(obj) and _nbytes(obj) >= SPLICE_THRESHOLD:
             parts = ext.buffer_parts(obj)
             if parts is not None:
                 code, header, raw = parts
@@ -167,7 +183,9 @@ class FrameCollector:
         self.frames: list[Any] = []
 
     def __call__(self, obj: Any) -> Any:
-        if isinstance(obj, torch.Tensor) and obj.numel() * obj.element_size() >= self.threshold:
+        torch = sys.modules.get("torch")
+        if torch is not None and isinstance(obj, torch.Tensor) \
+                and obj.numel() * obj.element_size() >= self.threshold:
             _, raw = ext.tensor_bytes(obj)  # the view keeps the tensor's storage alive
             self.frames.append(raw)
             meta = [*ext.tensor_metadata(obj), len(self.frames)]

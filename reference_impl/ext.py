@@ -13,16 +13,24 @@ import array
 import math
 import re
 import struct
+import sys
 import warnings
+from functools import lru_cache
 from itertools import repeat
 from operator import attrgetter, getitem
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import msgspec
 import numpy as np
-import torch
 
 from .errors import WireError
+
+if TYPE_CHECKING:
+    import torch
+
+# torch is imported where a tensor is made (restore_tensor) or already exists: a process that never
+# meets one (most messages carry none) skips a second of start-up. A torch.Tensor exists only where
+# torch was imported, so the encoder asks sys.modules, which never imports it.
 
 EXT_ARRAY = 1
 EXT_TORCH_TENSOR = 2
@@ -171,6 +179,8 @@ def unpack_buffer(data: memoryview, what: str) -> tuple[Any, memoryview]:
 # -- torch ------------------------------------------------------------------
 def tensor_bytes(tensor: torch.Tensor) -> tuple[torch.Tensor, memoryview]:
     """(contiguous CPU tensor, its raw bytes as a view). Gradients never travel."""
+    import torch
+
     if tensor.layout is not torch.strided:
         raise WireError("msgpack", f"cannot send a {tensor.layout} tensor; only dense tensors", direction="encode")
     if tensor.is_meta:
@@ -186,7 +196,7 @@ def tensor_bytes(tensor: torch.Tensor) -> tuple[torch.Tensor, memoryview]:
     if cpu.dim() and cpu.numel():  # contiguous, not 0-d, not empty: one view, cast to bytes
         # (flattened first: a size-1 last dimension may keep any stride and still count as
         # contiguous, which view(uint8) refuses for elements wider than a byte)
-        arr = cpu.numpy() if cpu.dtype in _NUMPY_DTYPES else cpu.reshape(-1).view(torch.uint8).numpy()
+        arr = cpu.numpy() if cpu.dtype in _numpy_dtypes() else cpu.reshape(-1).view(torch.uint8).numpy()
         return cpu, arr.data.cast("B")
     flat = cpu.reshape(-1)
     if flat.dtype is not torch.uint8:
@@ -194,9 +204,15 @@ def tensor_bytes(tensor: torch.Tensor) -> tuple[torch.Tensor, memoryview]:
     return cpu, flat.numpy().data.cast("B")
 
 
-# dtypes whose numpy view casts straight to bytes (the uint8 reinterpretation is then skipped).
-_NUMPY_DTYPES = frozenset({torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16,
-                           torch.int8, torch.uint8, torch.bool})
+@lru_cache(maxsize=None)
+def _numpy_dtypes() -> frozenset[torch.dtype]:
+    """dtypes whose numpy view casts straight to bytes (the uint8 reinterpretation is then skipped)."""
+    import torch
+
+    return frozenset({torch.float64, torch.float32, torch.float16, torch.int64, torch.int32, torch.int16,
+                      torch.int8, torch.uint8, torch.bool})
+
+
 _DTYPE_NAMES: dict[torch.dtype, str] = {}
 _DTYPES_BY_NAME: dict[str, torch.dtype] = {}
 
@@ -234,6 +250,8 @@ def torch_dtype(name: Any) -> torch.dtype:
         known = _DTYPES_BY_NAME.get(name)
         if known is not None:
             return known
+    import torch
+
     dtype = getattr(torch, name, None) if isinstance(name, str) else None
     if not isinstance(dtype, torch.dtype):
         raise WireError("msgpack", f"tensor dtype {name!r} is not a torch dtype")
@@ -258,6 +276,8 @@ def _too_many_dims(shape: tuple[Any, ...], what: str) -> WireError:
 def _empty_tensor(shape: tuple[Any, ...], dtype: torch.dtype) -> torch.Tensor:
     """A tensor with no elements: its shape may still be absurd (dimensions beyond int64, a
     storage size that overflows): refused by name, never a torch error."""
+    import torch
+
     if any(d > _MAX_DIM for d in shape) or math.prod(d for d in shape if d) * dtype.itemsize > _MAX_DIM:
         raise WireError("msgpack", f"tensor shape {list(shape)} is too large (beyond 64-bit sizes)")
     try:
@@ -281,6 +301,8 @@ def restore_tensor(metadata: Any, raw: Any) -> torch.Tensor:
     if nbytes == 0:
         tensor = _empty_tensor(shape, dtype)
     else:
+        import torch
+
         # bytearray: the tensor owns writable memory independent of the socket buffer.
         tensor = torch.frombuffer(bytearray(raw), dtype=dtype)
         if len(shape) > 1:  # (frombuffer is already 1-d with the right length)
@@ -307,6 +329,8 @@ def _to_device(tensor: torch.Tensor, device: Any) -> torch.Tensor:
     if indexed and int(indexed.group(1)) > MAX_DEVICE_INDEX:
         raise WireError("msgpack", f"tensor device {device!r}: index above {MAX_DEVICE_INDEX}, which no device has "
                                    "(torch's device index is 8-bit)")
+    import torch
+
     try:
         parsed = torch.device(device)
         if str(parsed) != device:  # torch wraps indices it cannot hold (cuda:128 is cuda:-128): never a device
@@ -366,7 +390,8 @@ def restore_array(typecode: Any, raw: memoryview) -> array.array[Any]:
 def buffer_parts(obj: Any) -> Optional[tuple[int, bytes, memoryview]]:
     """(ext code, payload header, raw bytes) of a tensor or ndarray, None for other objects.
     The ext payload is header + raw; raw is a view (it keeps the data alive)."""
-    if isinstance(obj, torch.Tensor):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.Tensor):
         meta = tensor_metadata(obj)
         _, raw = tensor_bytes(obj)
         return EXT_TORCH_TENSOR, buffer_header(meta), raw

@@ -16,9 +16,9 @@ from typing import Annotated, Any, Dict, FrozenSet, List, Literal, Optional, Set
 
 import msgspec
 import numpy as np
-import torch
 
 from conformance.runtime.http_bridge import Base64Bytes, struct_core_schema
+from conformance.runtime.lazy_torch import torch
 
 MANIFEST_ID = 'sglang-0.5.23'
 

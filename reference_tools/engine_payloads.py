@@ -26,7 +26,6 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import msgspec
-import torch
 
 from conformance.adapters.base import EnginePayload
 
@@ -85,6 +84,8 @@ def shm_pointer_ext(shape: list[int], dtype: str, name: str) -> msgspec.msgpack.
 
 
 def _items(*, pointers: bool) -> Any:
+    import torch  # here, not at import: listing the payloads (at collection) needs no torch
+
     from reference_impl.io_struct import Modality, MultimodalDataItem, MultimodalProcessorOutput
 
     items = []

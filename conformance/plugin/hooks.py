@@ -117,11 +117,14 @@ class RunHooks:
                 return True
             return item.get_closest_marker("ipc_check") is not None and check_id_of(item.nodeid) is None
 
-        dropped = [item for item in items if unwanted(item)]
-        if dropped:
-            self.config.hook.pytest_deselected(items=dropped)
-            items[:] = [item for item in items if not unwanted(item)]
-        # Each check's identity travels with its reports (to a pytest-xdist controller too), as data
+        drop = [unwanted(item) for item in items]
+        if any(drop):
+            self.config.hook.pytest_deselected(items=[item for item, d in zip(items, drop) if d])
+            items[:] = [item for item, d in zip(items, drop) if not d]
+
+    def _attach_identities(self, items: list[pytest.Item]) -> None:
+        """Each check's identity travels with its reports (to a pytest-xdist controller too), as
+        data. Attached to the checks that will run (after -k and -m deselected the others)."""
         import json
 
         from conformance.plugin.checks import identity_fields
@@ -149,6 +152,7 @@ class RunHooks:
         """The header's line on spec versions: the suite's, the implementation's target, and how
         many selected checks are newer than it (a pytest-xdist controller, which collects nothing,
         prints it with the summary instead)."""
+        self._attach_identities(session.items)
         if hasattr(self.config, "workerinput"):
             return
         ids = [c for c in (check_id_of(item.nodeid) for item in session.items) if c]

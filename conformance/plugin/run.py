@@ -287,8 +287,6 @@ class ConformanceRun:
 
     # -- the end: files, a rewritten list --
     def finish(self) -> None:
-        from conformance import expectations, report
-
         if not self.records:
             return
         # Sorted by id: a parallel run finishes checks in another order than a serial one.
@@ -296,12 +294,17 @@ class ConformanceRun:
         meta, residue, path = self._merged()
         meta["date"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%MZ")
         meta["newer_than_target"] = self._newer_than_target(meta, records)
-        if self.options["report"]:
-            Path(self.options["report"]).write_text(encode_results(report.results_json(meta, records, residue)))
-        if self.options["report_dir"]:
-            report.write_all(Path(self.options["report_dir"]), meta, records, residue)
+        if self.options["report"] or self.options["report_dir"]:
+            from conformance import report  # (with the site's templates: imported only for files asked for)
+
+            if self.options["report"]:
+                Path(self.options["report"]).write_text(encode_results(report.results_json(meta, records, residue)))
+            if self.options["report_dir"]:
+                report.write_all(Path(self.options["report_dir"]), meta, records, residue)
         if not self.options["fix_expectations"]:
             return
+        from conformance import expectations
+
         # A harness error can never be an expected failure, nor can a listed check that passed:
         # neither is written into the list.
         failing = {r.id: r.message for r in records if r.outcome in (Outcome.FAILED, Outcome.XFAILED)

@@ -30,7 +30,7 @@ from typing import Annotated, Any, Dict, FrozenSet, List, Literal, Optional, Set
 import msgspec
 {libraries}
 from conformance.runtime.http_bridge import Base64Bytes, struct_core_schema
-
+{runtime}
 MANIFEST_ID = {manifest_id!r}
 
 
@@ -40,7 +40,10 @@ def _unique_id() -> str:
 '''
 
 #: The libraries a catalogue's types may name: imported only where a field names them.
-_LIBRARIES = (("np.", "import numpy as np"), ("torch.", "import torch"))
+_LIBRARIES = (("np.", "import numpy as np"),)
+#: torch comes through the runtime's stand-in (conformance.runtime.lazy_torch): the annotations
+#: name torch.Tensor, and torch itself is imported only where a tensor is made.
+_RUNTIME = (("torch.", "from conformance.runtime.lazy_torch import torch"),)
 
 _LEAF_ANNOTATIONS = {"Any": "Any", "Tensor": "torch.Tensor", "NDArray": "np.ndarray", "None": "None"}
 _STRUCT_DEFAULTS = {"gc": True, "eq": True}  # msgspec options that default to True
@@ -168,7 +171,8 @@ def generate(manifest: Manifest) -> str:
     classes = [_class_source(manifest, s) for s in _ordered(manifest)]
     named = "\n".join(classes)
     libraries = "".join(line + "\n" for prefix, line in _LIBRARIES if re.search(rf"\b{re.escape(prefix)}", named))
-    parts = [HEADER.format(manifest_id=manifest.id, libraries=libraries), *enums, *classes]
+    runtime = "".join(line + "\n" for prefix, line in _RUNTIME if re.search(rf"\b{re.escape(prefix)}", named))
+    parts = [HEADER.format(manifest_id=manifest.id, libraries=libraries, runtime=runtime), *enums, *classes]
     roles = {r: [s.name for s in manifest.structs.values() if s.role == r] for r in ("base", "message")}
     under_roots = {
         s.name for s in manifest.structs.values()

@@ -94,7 +94,7 @@ def _generated_module(manifest: Manifest, manifest_json: bytes) -> types.ModuleT
         from conformance.schema.wire_ext import torch_available
 
         if not torch_available():  # tensors as the wire carries them (conformance.schema.wire_ext)
-            source = source.replace("\nimport torch\n",
+            source = source.replace("\nfrom conformance.runtime.lazy_torch import torch\n",
                                     "\nfrom conformance.schema.wire_ext import torch_standin as torch\n")
         exec(compile(source, f"<codegen {manifest.id}>", "exec"), module.__dict__)
     return module

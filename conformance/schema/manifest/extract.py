@@ -36,11 +36,15 @@ _BOOL_OPTIONS = (
 _FACTORIES = {list: "list", dict: "dict", set: "set", tuple: "tuple", frozenset: "frozenset"}
 
 
+#: Where a generated catalogue's `torch.Tensor` stand-in lives (it defers importing torch).
+_LAZY_TENSOR_MODULE = "conformance.runtime.lazy_torch"
+
+
 def _custom_leaf(tp: type, array_typecode: Optional[str]) -> Optional[T]:
     if tp is array.array or tp is _SubscriptableArray:  # a bare `array` evaluates to the stand-in
         return T("Array", name=array_typecode)
     mod = getattr(tp, "__module__", "")
-    if tp.__name__ == "Tensor" and mod.startswith("torch"):
+    if tp.__name__ == "Tensor" and (mod.startswith("torch") or mod == _LAZY_TENSOR_MODULE):
         return T("Tensor")
     if tp.__name__ == "ndarray" and mod.startswith("numpy"):
         return T("NDArray")

@@ -30,7 +30,9 @@ class SourceError(UsageError):
 _PRIMS = {"int": "int", "float": "float", "bool": "bool", "str": "str", "bytes": "bytes", "NoneType": "None"}
 _CONTAINERS = {"list": "List", "set": "Set", "frozenset": "FrozenSet", "dict": "Dict",
                "List": "List", "Set": "Set", "FrozenSet": "FrozenSet", "Dict": "Dict"}
-_LEAVES = {"torch.Tensor": "Tensor", "numpy.ndarray": "NDArray"}
+_LEAVES = {"torch.Tensor": "Tensor", "numpy.ndarray": "NDArray",
+           # `torch.Tensor` in a module codegen wrote: through the runtime's stand-in for torch
+           "conformance.runtime.lazy_torch.torch.Tensor": "Tensor"}
 _ENUM_BASES = {"enum.Enum", "enum.IntEnum", "enum.StrEnum", "enum.Flag", "enum.IntFlag"}
 # Arithmetic on numeric constants (`1 << 30`, `2 ** 31 - 1`) in defaults.
 _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
