@@ -9,9 +9,11 @@ modules among them (their module-level caches are keyed by the manifest's bytes,
 state lives in its pytest config). `run_pytest` fails a run that leaves a process behind.
 
 What stays a subprocess, by design: a run that starts a process (a `cmd:` testee, an E2E server:
-it would outlive the run, held by an atexit hook of this process), one that reads process-wide
-state (which modules a fresh process imports: tests/test_plugin_inert.py), and the console
-script's own front door (`ipc-conformance run`: its exit status, its last lines).
+it would outlive the run, held by an atexit hook of this process), a run of Generated checks
+(Hypothesis imports modules during the run that pytester then forgets, while conformance.profiles
+keeps the settings objects built from them: the next run fails with "Expected settings"), one that
+reads process-wide state (which modules a fresh process imports: tests/test_plugin_inert.py), and
+the console script's own front door (`ipc-conformance run`: its exit status, its last lines).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import importlib
 import os
 import pkgutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,3 +62,13 @@ def run_pytest(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     left = _children() - before
     assert not left, f"the run left processes {sorted(left)} behind: such a run belongs in a subprocess"
     return result
+
+
+def run_suite(pytester: pytest.Pytester, *pytest_args: str, **chosen: Any) -> pytest.RunResult:
+    """The conformance suite under pytest in this process: `chosen` are the run's options by dest
+    (impl, expectations, report, ...), given as pytest's --ipc-* flags, as `ipc-conformance run`
+    gives them."""
+    from conformance.plugin.options import pytest_args as ipc_args
+    from conformance.runner import SUITE
+
+    return run_pytest(pytester, str(SUITE), "-q", "-p", "no:cacheprovider", *ipc_args(chosen), *pytest_args)
