@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from inprocess_pytest import run_suite, warm  # noqa: F401 - warm: the fixture the tests below use
 
 from conformance import expectations
 
@@ -19,6 +20,8 @@ ROOT = HERE.parent
 CHECK = "Required.RoundTrip.AbortReq.Identical.msgpack.typical"
 FIRST_CAUSE = f"cause: http_worker_ipc overwritten | at $.http_worker_ipc: | {CHECK}\n"
 SECOND_CAUSE = f"cause: abort_message overwritten | at $.abort_message: | {CHECK}\n"
+
+pytest_plugins = ["pytester"]
 
 
 def test_a_trigger_is_the_optional_last_part_of_a_cause_line():
@@ -61,7 +64,20 @@ def test_each_difference_must_be_explained():
     assert both.explains_each([first, second]) == ("http_worker_ipc overwritten; abort_message overwritten", [])
 
 
-def _run(tmp_path: Path, impl: str, listed: str, select: str, *extra: str) -> tuple[subprocess.CompletedProcess, dict]:
+def _run(pytester, impl: str, listed: str, select: str, **chosen: str) -> tuple[pytest.RunResult, dict]:
+    """The suite under pytest, in this process (tests/inprocess_pytest.py)."""
+    (pytester.path / "list.txt").write_text(listed)
+    report = pytester.path / "r.json"
+    result = run_suite(pytester, "-k", select, "-p", "no:randomly", impl=impl,
+                       expectations=str(pytester.path / "list.txt"), report=str(report), **chosen)
+    return result, {r["id"]: r for r in json.loads(report.read_text())["results"]}
+
+
+def _cli_run(tmp_path: Path, impl: str, listed: str, select: str, *extra: str) -> tuple[subprocess.CompletedProcess,
+                                                                                         dict]:
+    """`ipc-conformance run` in a fresh process: for Generated checks, whose Hypothesis state (its
+    modules, imported during the run, and the settings conformance.profiles keeps) must not
+    outlive the run in this process."""
     (tmp_path / "list.txt").write_text(listed)
     report = tmp_path / "r.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)])}
@@ -72,21 +88,22 @@ def _run(tmp_path: Path, impl: str, listed: str, select: str, *extra: str) -> tu
 
 
 @pytest.mark.slow
-def test_a_second_defect_in_a_listed_check_fails_the_run(tmp_path):
+@pytest.mark.usefixtures("warm")
+def test_a_second_defect_in_a_listed_check_fails_the_run(pytester):
     """PlantedTwice overwrites two AbortReq fields on decode; the list knows only the first. The
     first line names the known one (and '+1 more'): matched by the first line alone, the new
     defect would pass as expected. Judged per difference, it fails the run, named."""
-    proc, records = _run(tmp_path, "planted_adapters:PlantedTwice", FIRST_CAUSE, CHECK)
+    result, records = _run(pytester, "planted_adapters:PlantedTwice", FIRST_CAUSE, CHECK)
     record = records[CHECK]
-    assert proc.returncode == 1 and record["outcome"] == "failed", proc.stdout[-2000:]
+    assert result.ret == 1 and record["outcome"] == "failed", result.stdout.str()[-2000:]
     first = record["message"].splitlines()[0]
     assert "at $.http_worker_ipc: " in first and "(+1 more)" in first  # the known defect comes first
     assert "1 of its 2 differences are, these are not:" in record["message"]
     unexplained = record["message"].split("these are not:")[1]
     assert "at $.abort_message: expected 'abort_message-4', got 'planted'" in unexplained
     assert "$.http_worker_ipc" not in unexplained
-    proc, records = _run(tmp_path, "planted_adapters:PlantedTwice", FIRST_CAUSE + SECOND_CAUSE, CHECK)
-    assert proc.returncode == 0 and records[CHECK]["outcome"] == "xfailed", proc.stdout[-2000:]
+    result, records = _run(pytester, "planted_adapters:PlantedTwice", FIRST_CAUSE + SECOND_CAUSE, CHECK)
+    assert result.ret == 0 and records[CHECK]["outcome"] == "xfailed", result.stdout.str()[-2000:]
     assert records[CHECK]["reason"] == "http_worker_ipc overwritten; abort_message overwritten"
 
 
@@ -97,7 +114,7 @@ def test_a_generated_check_goes_on_searching_past_a_listed_trigger(tmp_path):
     trigger), so they find the new defect and fail the run; without it, both are listed ones."""
     listed = (expectations.HERE / "sglang-0.5.23.txt").read_text()
     select = "Generated and (BatchStrOutput or BatchTokenIDOutput) and RoundTrip and msgpack"
-    proc, records = _run(tmp_path, "planted_adapters:NonFiniteAsNil", listed, select, "--hypothesis-profile", "ci")
+    proc, records = _cli_run(tmp_path, "planted_adapters:NonFiniteAsNil", listed, select, "--hypothesis-profile", "ci")
     failed = {i: r["message"] for i, r in records.items() if r["outcome"] == "failed"}
     assert proc.returncode == 1 and failed, proc.stdout[-3000:]
     for message in failed.values():
@@ -105,7 +122,7 @@ def test_a_generated_check_goes_on_searching_past_a_listed_trigger(tmp_path):
         judged = message.split("(listed in")[0]  # what failed, not what the list expected
         assert "logprobs_val" in first and "got NoneType None" in first and "ndarray shape" not in judged, message
         assert "not drawn (known defects' triggers): ndarray-0d" in message
-    proc, records = _run(tmp_path, "sglang_like_adapter:SGLangLike", listed, select, "--hypothesis-profile", "ci")
+    proc, records = _cli_run(tmp_path, "sglang_like_adapter:SGLangLike", listed, select, "--hypothesis-profile", "ci")
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert {r["outcome"] for r in records.values()} <= {"xfailed", "passed"}
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from inprocess_pytest import run_pytest, warm  # noqa: F401 - warm: the fixture the tests below use
 
 from conformance.schema.golden.view import dumps, to_view
 from conformance.session import Session
@@ -26,6 +27,8 @@ FLIP = "cmd:python -m reference_impl.testee --break flip-byte"
 TRAILING = "cmd:python -m reference_impl.testee --break trailing-byte"
 ENCODE_STEP = "the implementation's encode over msgpack: its bytes already hold another value"
 DECODE_STEP = "the implementation's decode of its own encode output over msgpack: the bytes are right"
+
+pytest_plugins = ["pytester"]
 
 #: check id -> (the step's words, the path named, the requirement, the input: "encode" (the
 #: planted encoder's bytes of the typical instance), "vector", "case", "json" or None)
@@ -163,16 +166,15 @@ def test_a_replay_command_runs_that_one_check_and_reproduces_it(planted, tmp_pat
 
 
 @pytest.mark.slow
-def test_every_replay_selects_exactly_its_check(planted):
+@pytest.mark.usefixtures("warm")
+def test_every_replay_selects_exactly_its_check(planted, pytester):
     """pytest's -k is a substring match: each replay's selection, evaluated over every check of
     a run, picks its check and no other."""
     from _pytest.mark.expression import Expression
 
     _, records = planted
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(HERE)])}
-    listed = subprocess.run([sys.executable, "-m", "pytest", "--ipc-impl", PLANTED, "--collect-only", "-q",
-                             "-p", "no:randomly", str(ROOT / "conformance" / "suite")],
-                            capture_output=True, text=True, env=env, cwd=ROOT, timeout=600).stdout
+    listed = run_pytest(pytester, "--ipc-impl", PLANTED, "--collect-only", "-q", "-p", "no:randomly",
+                        str(ROOT / "conformance" / "suite")).stdout.str()
     names = [line.rsplit("::", 1)[-1] for line in listed.splitlines() if "::" in line]
     assert len(names) > 1000
     for check_id, record in records.items():

@@ -8,12 +8,15 @@ import subprocess
 import sys
 
 import pytest
+from inprocess_pytest import run_pytest
 from summary_lines import listed_line, summary
 
 from conformance import report
 from conformance.records import CheckRecord, Outcome, Results
 
 SELECT = "AbortReq and (RoundTrip or Catalogue)"
+
+pytest_plugins = ["pytester"]
 
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
@@ -167,6 +170,7 @@ def test_compare_table_counts_each_area_per_implementation():
 
 def test_pytest_users_are_told_their_own_flags(tmp_path):
     # Under plain pytest the flag is --ipc-strict; `ipc-conformance run` users type --strict.
+    # A subprocess: the cmd: testee it starts would outlive an in-process run (tests/inprocess_pytest.py).
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--pyargs",
                            "conformance.suite", "--ipc-impl", "cmd:python -m reference_impl.testee --break flip-byte",
                            "-k", RECOMMENDED], capture_output=True, text=True, cwd=tmp_path, timeout=300)
@@ -179,7 +183,7 @@ def test_pytest_users_are_told_their_own_flags(tmp_path):
     assert "3 recommended failed" in pytest_line and "skipped" not in pytest_line, proc.stdout[-2000:]
 
 
-def test_one_option_table_feeds_both_front_doors(monkeypatch):
+def test_one_option_table_feeds_both_front_doors(monkeypatch, pytester):
     from conformance.cli import build_parser
     from conformance.plugin import options
 
@@ -190,8 +194,7 @@ def test_one_option_table_feeds_both_front_doors(monkeypatch):
         "impl": "reference", "transport": "both", "manifest": None, "expectations": None, "strict": False,
         "hypothesis_profile": None, "e2e": False, "fix_expectations": False, "report": None, "report_dir": None,
         "peer": None, "workers": None, "pytest_args": []}
-    shown = subprocess.run([sys.executable, "-m", "pytest", "--help", "-p", "no:cacheprovider"], capture_output=True,
-                           text=True, timeout=120).stdout
+    shown = run_pytest(pytester, "--help", "-p", "no:cacheprovider").stdout.str()
     for option in options.OPTIONS:
         assert (option.pytest_flag in shown) != option.hidden, option.name
     assert options.pytest_args({"impl": "x", "strict": True, "report": None, "e2e": False}) == [

@@ -8,12 +8,15 @@ import re
 import sys
 
 import pytest
+from inprocess_pytest import run_pytest, warm  # noqa: F401 - warm: the fixture the tests below use
 
 from conformance import spec_versions
 from conformance.paths import data_root
 from conformance.testee import protocol
 
 ROOT = data_root()
+
+pytest_plugins = ["pytester"]
 
 
 def test_the_spec_states_the_current_version_and_lists_every_version():
@@ -140,21 +143,17 @@ def test_the_spec_states_the_formats_the_code_uses():
 
 
 @pytest.mark.slow
-def test_the_changelog_names_real_check_ids():
+@pytest.mark.usefixtures("warm")
+def test_the_changelog_names_real_check_ids(pytester):
     """Every check id the CHANGELOG names in backticks (`<...>` a placeholder, `*` a glob, `{a,b}`
     alternatives) matches a check the suite collects: a third party updates from these names."""
     import fnmatch
-    import os
-    import subprocess
-    import sys
 
-    listed = subprocess.run([sys.executable, "-m", "pytest", "--ipc-impl", "reference", "--ipc-e2e", "--ipc-peer",
-                             "sglang-0.5.22", "--collect-only",
-                             "-q", "-p", "no:randomly", "-p", "no:cacheprovider", str(ROOT / "conformance" / "suite")],
-                            capture_output=True, text=True, cwd=ROOT, timeout=600,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
-    ids = [m.group(1) for m in re.finditer(r"\[((?:Required|Recommended)\.[^\]]*)\]", listed.stdout)]
-    assert len(ids) > 1000, listed.stdout[-2000:]
+    listed = run_pytest(pytester, "--ipc-impl", "reference", "--ipc-e2e", "--ipc-peer", "sglang-0.5.22",
+                        "--collect-only", "-q", "-p", "no:randomly", "-p", "no:cacheprovider",
+                        str(ROOT / "conformance" / "suite")).stdout.str()
+    ids = [m.group(1) for m in re.finditer(r"\[((?:Required|Recommended)\.[^\]]*)\]", listed)]
+    assert len(ids) > 1000, listed[-2000:]
     text = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     named = sorted(set(re.findall(r"`((?:Required|Recommended)\.[^`\s]+)`", text)))
     assert named
