@@ -9,11 +9,11 @@ import pickle
 import msgspec
 import pytest
 
+from reference_tools.bench import codec_bench as cb
+from reference_tools.bench import engine_samples as es
+
 pytest.importorskip("sglang.srt.managers.io_struct", reason="needs SGLang: tox -e upstream")
 pytestmark = pytest.mark.sglang
-
-from reference_tools.bench import codec_bench as cb  # noqa: E402
-from reference_tools.bench import engine_samples as es  # noqa: E402
 
 
 def _io():
