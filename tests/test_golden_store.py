@@ -192,3 +192,44 @@ def test_a_new_manifest_adds_only_the_vectors_it_changes_and_update_reviews_them
                                                                           "sglang-0.5.23/refusals.json"}
     same, review = update_review(taken, tmp_path)
     assert same.empty and review == expected
+
+
+def test_check_says_what_a_changed_index_changes_in_meaning(tmp_path):
+    """One field's default changed in the manifest (AbortReq.abort_all: true): `check` names the
+    cases whose vectors change, their hashes old -> new and the field's old -> new value, under
+    the changed index; and what the refusals change, under refusals.json. Not a byte offset."""
+    import shutil
+
+    from conformance.paths import golden_dir, manifests_dir
+    from conformance.schema.golden.store import index_file
+
+    mid = "sglang-0.5.23"
+    root = tmp_path / "golden"
+    (root / VECTORS).mkdir(parents=True)
+    shutil.copytree(golden_dir() / mid, root / mid)
+    for case in json.loads((root / index_file(mid)).read_text())["cases"]:
+        for key in ("msgpack", "view"):
+            shutil.copy2(golden_dir() / case[key], root / case[key])
+    doc = json.loads((manifests_dir() / f"{mid}.json").read_text())
+    field = next(f for f in doc["structs"]["AbortReq"]["fields"] if f["name"] == "abort_all")
+    field["default"]["value"] = True
+    edited = tmp_path / f"{mid}.json"
+    edited.write_text(json.dumps(doc, indent=1))
+    old = {c["variant"]: c["sha256"] for c in read_index(mid, root)["cases"] if c["struct"] == "AbortReq"}
+    want = json.loads(expected_files(load_manifest(edited))[index_file(mid)])
+    new = {c["variant"]: c["sha256"] for c in want["cases"] if c["struct"] == "AbortReq"}
+    changed = [v for v in old if old[v] != new[v]]
+    assert changed == ["minimal"]  # the variant that leaves abort_all at its default
+
+    problems = {p.path: p for p in check([str(edited)], root=root)}
+    index = problems[index_file(mid)]
+    assert index.kind == "changed"
+    text = str(index).splitlines()
+    assert text[0] == f"changed: {mid}/index.json (in meaning, golden/ -> the manifest)"
+    unchanged = len(want["cases"]) - 1
+    assert text[1] == f"    golden diff golden/{mid} -> the manifest {mid}: 1 changed, {unchanged} unchanged"
+    assert text[2].startswith("    ~ AbortReq.minimal: ")
+    assert f"sha256 {old['minimal'][:16]} -> {new['minimal'][:16]}" in text[2]
+    assert text[3] == "        abort_all: false -> true"
+    assert "~ sglang-0.5.23/index.json: manifest_sha256: " in str(index)
+    assert problems[f"{mid}/refusals.json"].lines  # what the refusals change, not a byte offset

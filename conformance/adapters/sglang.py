@@ -215,8 +215,8 @@ class SGLangAdapter(Adapter):
         (APIServerReqTimeStats from the tokenizer manager, DPControllerReqTimeStats from the
         controller, a list of SchedulerReqTimeStats per batch output), customized info (a dict of
         per-request lists), and the data-parallel controller's handshakes, which it sends as
-        top-level PickleWrappers (WorkerPortHandshake, the node rank as a str)."""
-        from sglang.srt.managers.data_parallel_controller import WorkerPortHandshake
+        top-level PickleWrappers (WorkerPortHandshake, the node rank as a str; releases without
+        WorkerPortHandshake, 0.5.19 among them, send the worker ports as a plain list)."""
         from sglang.srt.observability.req_time_stats import (
             APIServerReqTimeStats,
             DPControllerReqTimeStats,
@@ -236,7 +236,12 @@ class SGLangAdapter(Adapter):
                    for struct in ("BatchTokenIDOutput", "BatchStrOutput", "BatchEmbeddingOutput")}
         info = {f"{struct}.customized_info": [{"expert_ids": [[1, 2], [3]], "note": ["a", "b"]}]
                 for struct in ("BatchTokenIDOutput", "BatchStrOutput")}
-        handshakes = [WorkerPortHandshake(worker_ports=[31000, 31001], attn_tp_size=1, attn_cp_size=1), "1"]
+        try:
+            from sglang.srt.managers.data_parallel_controller import WorkerPortHandshake
+        except ImportError:  # sock_send(rep_socket, wrap_as_pickle(worker_ports))
+            handshakes: list[Any] = [[31000, 31001], "1"]
+        else:
+            handshakes = [WorkerPortHandshake(worker_ports=[31000, 31001], attn_tp_size=1, attn_cp_size=1), "1"]
         return {TOP_LEVEL_WRAPPER: handshakes, **requests, **outputs, **info}
 
     def engine_payloads(self) -> Mapping[str, EnginePayload]:

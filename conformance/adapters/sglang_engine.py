@@ -130,15 +130,25 @@ class EngineRig:
     sockets in a private folder; a context manager (close() frees every socket and thread)."""
 
     def __init__(self, io: Any, transport: str) -> None:
-        from sglang.srt.managers.data_parallel_controller import DataParallelController, LoadBalanceMethod
-        from sglang.srt.managers.scheduler_components.request_receiver import SchedulerRequestReceiver
-
         self.io, self.transport = io, transport
-        server_args = _server_args()
         self.folder = tempfile.mkdtemp(prefix="ipc-conformance-sglang-")
         self.ctx = zmq.Context()
         self.sockets: list[zmq.Socket[bytes]] = []
         self.loop: Optional[_Loop] = None
+        try:
+            self._build()
+        except BaseException:
+            # a release whose pieces take other arguments (0.5.19's SchedulerRequestReceiver takes
+            # its process groups) fails here: free the sockets now, or the context's garbage
+            # collection blocks the run later in ctx.term()
+            self._free()
+            raise
+
+    def _build(self) -> None:
+        from sglang.srt.managers.data_parallel_controller import DataParallelController, LoadBalanceMethod
+        from sglang.srt.managers.scheduler_components.request_receiver import SchedulerRequestReceiver
+
+        server_args = _server_args()
 
         def sock(kind: int, name: str, bind: bool) -> zmq.Socket[bytes]:
             self.sockets.append(_socket(self.ctx, kind, f"ipc://{self.folder}/{name}", bind))
@@ -196,6 +206,9 @@ class EngineRig:
         if self.loop is not None:
             self.loop.stop()
         self._modes.close()
+        self._free()
+
+    def _free(self) -> None:
         for sock in self.sockets:
             sock.close(linger=0)
         self.ctx.term()

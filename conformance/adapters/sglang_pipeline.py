@@ -414,7 +414,9 @@ def _controller(server_args: Any, port_args: Any, tap: Tap) -> Any:
     class Controller(DataParallelController):  # type: ignore[misc]  # SGLang ships no type information
         def launch_dp_schedulers(self, server_args: Any, port_args: Any) -> None:
             self.rank_port_args = []
-            for dp_rank in range(get_parallel().num_dp_ranks):
+            parallel = get_parallel()  # ParallelContext; 0.5.19 and before name num_dp_ranks dp_size
+            ranks = parallel.num_dp_ranks if hasattr(parallel, "num_dp_ranks") else parallel.dp_size
+            for dp_rank in range(ranks):
                 rank_args = PortArgs.init_new(server_args)
                 rank_args.tokenizer_ipc_name = port_args.tokenizer_ipc_name
                 rank_args.detokenizer_ipc_name = port_args.detokenizer_ipc_name

@@ -14,14 +14,15 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Iterator, Mapping, Optional
 
-from conformance.schema.golden.store import cases, read_index, require_wire
+from conformance.schema.golden.store import cases, index_file, read_index, require_wire
 from conformance.schema.manifest import Manifest
 
 __all__ = [
-    "ABSENT", "FieldChange", "GoldenDiff", "Vector", "VectorChange", "diff_vectors", "golden_diff",
-    "manifest_vectors", "recorded_vectors", "render_text", "snapshot", "update_review",
+    "ABSENT", "FieldChange", "GoldenDiff", "Vector", "VectorChange", "diff_vectors", "files_vectors", "golden_diff",
+    "index_lines", "manifest_vectors", "recorded_vectors", "refusal_lines", "render_text", "snapshot",
+    "update_review",
 ]
 
 
@@ -122,6 +123,63 @@ def recorded_vectors(manifest_id: str, root: Path) -> Optional[dict[CaseKey, Vec
         out[(c["struct"], c["variant"])] = Vector(msgpack_path.read_bytes(),
                                                   json.loads(view_path.read_text())["value"])
     return out
+
+
+def files_vectors(manifest_id: str, files: Mapping[str, bytes]) -> dict[CaseKey, Vector]:
+    """The cases a manifest's golden files hold ({path relative to golden/: content}, its
+    index among them); a case whose files are not there is left out."""
+    index = json.loads(files[index_file(manifest_id)])
+    out = {}
+    for c in index.get("cases", []):
+        if c["msgpack"] in files and c["view"] in files:
+            out[(c["struct"], c["variant"])] = Vector(files[c["msgpack"]], json.loads(files[c["view"]])["value"])
+    return out
+
+
+def _header_changes(name: str, old: dict[str, Any], new: dict[str, Any]) -> Iterator[str]:
+    def show(key: str, value: Any) -> str:
+        text = json.dumps(value)
+        return text[:17] + '..."' if key.endswith("sha256") and isinstance(value, str) else text
+
+    for key in [*old, *(k for k in new if k not in old)]:
+        if key != "cases" and old.get(key) != new.get(key):
+            yield f"~ {name}: {key}: {show(key, old.get(key))} -> {show(key, new.get(key))}"
+
+
+def index_lines(manifest_id: str, stored: Mapping[str, bytes], received: Mapping[str, bytes],
+                old_name: Optional[str] = None, new_name: str = "the encoder") -> list[str]:
+    """What a manifest's index changes in meaning, stored -> received (both {path relative to
+    golden/: content}, the index among them): per changed case its fields, old -> new value
+    (render_text), then the index's own members (manifest_sha256, variants, ...)."""
+    idx = index_file(manifest_id)
+    try:
+        review = diff_vectors(old_name or f"golden/{manifest_id}", files_vectors(manifest_id, stored), new_name,
+                              files_vectors(manifest_id, received))
+        lines = render_text(review).splitlines()
+        lines += _header_changes(idx, json.loads(stored[idx]), json.loads(received[idx]))
+    except (ValueError, KeyError, TypeError) as exc:
+        lines = [f"~ {idx}: not readable as an index ({exc})"]
+    return lines
+
+
+def refusal_lines(name: str, old_text: Optional[bytes], new_text: Optional[bytes]) -> Iterator[str]:
+    """What a refusals.json changes: its header members, the refusals added, removed, changed."""
+    if old_text == new_text:
+        return
+    if old_text is None or new_text is None:
+        yield f"{'+' if old_text is None else '-'} {name}"
+        return
+    old, new = json.loads(old_text), json.loads(new_text)
+    yield from _header_changes(name, old, new)
+    before = {c["id"]: c for c in old.get("cases", [])}
+    after = {c["id"]: c for c in new.get("cases", [])}
+    added = [i for i in after if i not in before]
+    removed = [i for i in before if i not in after]
+    changed = [i for i in after if i in before and before[i] != after[i]]
+    for word, ids in (("added", added), ("removed", removed), ("changed", changed)):
+        if ids:
+            shown = ", ".join(ids[:6]) + (f" and {len(ids) - 6} more" if len(ids) > 6 else "")
+            yield f"~ {name}: {len(ids)} refusal{'s' if len(ids) != 1 else ''} {word}: {shown}"
 
 
 def golden_diff(old: Manifest, new: Manifest) -> GoldenDiff:

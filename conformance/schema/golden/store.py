@@ -174,9 +174,11 @@ class Problem:
     kind: str  # missing | changed | unused | stale-manifest
     path: str  # relative to golden/; a folder ends with /
     detail: str = ""
+    lines: tuple[str, ...] = ()  # what changed in meaning (a changed index or refusals), one per line
 
     def __str__(self) -> str:
-        return f"{self.kind}: {self.path}" + (f" ({self.detail})" if self.detail else "")
+        head = f"{self.kind}: {self.path}" + (f" ({self.detail})" if self.detail else "")
+        return "\n".join([head, *(f"    {line}" for line in self.lines)])
 
 
 def require_wire(manifest: Manifest) -> Manifest:
@@ -221,7 +223,7 @@ def check(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = N
             if not on_disk.is_file():
                 problems.append(Problem("missing", path))
             elif on_disk.read_bytes() != content:
-                problems.append(Problem("changed", path, _what_changed(on_disk.read_bytes(), content)))
+                problems.append(_changed(root, manifest.id, path, on_disk.read_bytes(), want))
         if unused:
             own = {p.split("/", 1)[1] for p in want if p.startswith(manifest.id + "/")}
             problems += [Problem("unused", f"{manifest.id}/{n}") for n in sorted(_files(root / manifest.id) - own)]
@@ -233,6 +235,29 @@ def check(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = N
         problems += [Problem("unused", f"{VECTORS}/{n}", "no bundled manifest's index names it")
                      for n in sorted(_files(root / VECTORS)) if f"{VECTORS}/{n}" not in wanted_vectors]
     return problems
+
+
+def _changed(root: Path, manifest_id: str, path: str, on_disk: bytes, want: dict[str, bytes]) -> Problem:
+    """A changed file; a changed index or refusals.json says what changed in meaning: the cases
+    (struct.variant, sha256 old -> new, each changed field old -> new value), the index's own
+    members, the refusals (conformance.schema.golden.diff, the review syrupy's assertion shows)."""
+    from conformance.schema.golden.diff import index_lines, refusal_lines
+    from conformance.schema.golden.writer import GoldenError, recorded_files
+
+    lines: list[str] = []
+    if path in (index_file(manifest_id), f"{manifest_id}/{refusals.FILE}"):
+        try:
+            stored = recorded_files(root, manifest_id, repair=True) or {}  # the vectors on disk that its index names
+        except GoldenError:
+            stored = {}  # not readable as an index: the bytes say what they can
+        if path == index_file(manifest_id) and path in stored:
+            lines = index_lines(manifest_id, stored, want, old_name=f"golden/{manifest_id}",
+                                new_name=f"the manifest {manifest_id}")
+        elif path in stored:
+            lines = list(refusal_lines(path, stored[path], want[path]))
+    if lines:
+        return Problem("changed", path, "in meaning, golden/ -> the manifest", tuple(lines))
+    return Problem("changed", path, _what_changed(on_disk, want[path]))
 
 
 def _what_changed(old: bytes, new: bytes) -> str:
