@@ -89,10 +89,21 @@ def _called_by_unpickling(frame: Any) -> bool:
     return not filename.endswith(_OWN_USE)
 
 
+def _import_lazy_dependencies() -> None:
+    """The reference codec imports torch at the first tensor it meets; torch's own module code
+    (namedtuples built through eval) would otherwise run under the wires as if hostile bytes had
+    reached eval. A receiving engine process has torch imported long before its first message."""
+    try:
+        import torch  # noqa: F401 - imported for its side effect: loaded before the wires are armed
+    except ImportError:  # the lean install: no tensor can be made, so none is met
+        pass
+
+
 @contextmanager
 def tripwires() -> Iterator[None]:
     """While armed, the usual command-execution entry points record the call and raise instead
     of running; on exit they are restored and any recorded call is a Finding."""
+    _import_lazy_dependencies()
     saved = []
     for module_name, names in _WIRES:
         owner = sys.modules.get(module_name) or __import__(module_name)
