@@ -16,7 +16,8 @@ import pytest
 
 from conformance.paths import golden_dir
 from conformance.schema.golden import INDEX, UPDATE_COMMAND, cases, manifest_digest, read_index
-from conformance.schema.golden.store import MSGPACK_SUFFIX, VECTORS, VIEW_SUFFIX, check, index_text
+from conformance.schema.golden.checking import check
+from conformance.schema.golden.store import MSGPACK_SUFFIX, VECTORS, VIEW_SUFFIX, index_text
 from conformance.schema.manifest import load_manifest, wire_manifests
 
 MANIFESTS = wire_manifests()

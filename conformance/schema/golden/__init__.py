@@ -7,13 +7,13 @@
 The layout and both file formats are specified in spec/SPEC.md ("Vector files").
 """
 
+from conformance.schema.golden.checking import check
 from conformance.schema.golden.store import (
     INDEX,
     UPDATE_COMMAND,
     Case,
     Problem,
     cases,
-    check,
     expected_files,
     manifest_digest,
     read_index,
