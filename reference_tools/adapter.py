@@ -39,8 +39,15 @@ class ReferenceAdapter(Adapter):
         """engine_debug_skip_unwrap: test hook only (EngineConfig.debug_skip_unwrap): these engine
         processes' receive paths skip the PickleWrapper unwrap, in the receive-path checks and
         in launched servers, to show that the checks catch it."""
+        import importlib.util
+
         import reference_impl
         from reference_impl import codec, io_struct
+
+        # The reference is a torch engine (its model, its tensors): torch is imported only once a
+        # tensor is met, so ask here, without importing it, and name the extra at once.
+        if importlib.util.find_spec("torch") is None:
+            raise ModuleNotFoundError("No module named 'torch'", name="torch")
 
         self._codec = codec
         self._module = io_struct
