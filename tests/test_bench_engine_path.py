@@ -61,3 +61,18 @@ def test_piece_accounting_bad_input_is_one_line_and_exit_2(capsys):
         assert exc.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()
         assert err[-1].startswith("python -m reference_tools.bench.engine_samples: error:")
+
+
+def test_piece_accounting_without_sglang_is_one_line_and_exit_2(capsys):
+    import importlib.util
+
+    import pytest
+
+    if importlib.util.find_spec("sglang") is not None:
+        pytest.skip("SGLang is installed here: the refusal needs an environment without it")
+    with pytest.raises(SystemExit) as exc:
+        es.main(["--impl", "sglang"])
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("python -m reference_tools.bench.engine_samples: error: "
+                              "--impl sglang: cannot import SGLang")

@@ -331,6 +331,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.no_metrics and args.impl != "sglang":
         parser.error("--no-metrics is for --impl sglang (the reference engine always sends its stamps)")
     if args.impl == "sglang":
+        try:
+            _sglang_io()
+        except Exception as exc:  # noqa: BLE001 - any failure to import SGLang: one line, as bench codec says it
+            parser.error(f"--impl sglang: cannot import SGLang ({type(exc).__name__}: {exc}); "
+                         "run in an environment with SGLang installed (tox -e upstream)")
         times = sglang_piece_times(n=args.calls, rows=args.rows, metrics=not args.no_metrics)
     else:
         times = piece_times(n=args.calls, rows=args.rows)
