@@ -48,8 +48,8 @@ def check(manifest_ids: Optional[Iterable[str]] = None, root: Optional[Path] = N
             on_disk = root / path
             if not on_disk.is_file():
                 problems.append(Problem("missing", path))
-            elif on_disk.read_bytes() != content:
-                problems.append(_changed(root, manifest.id, path, on_disk.read_bytes(), want))
+            elif (stored := on_disk.read_bytes()) != content:
+                problems.append(_changed(root, manifest.id, path, stored, want))
         if unused:
             own = {p.split("/", 1)[1] for p in want if p.startswith(manifest.id + "/")}
             problems += [Problem("unused", f"{manifest.id}/{n}") for n in sorted(_files(root / manifest.id) - own)]
