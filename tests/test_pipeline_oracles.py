@@ -176,3 +176,29 @@ def test_a_selection_of_one_topology_makes_its_runs_and_its_baselines_only():
     # nothing of this module selected (a direct call): every run
     topologies, transports = _wanted(ipc, SimpleNamespace(items=[]))
     assert topologies == list(pipeline.TOPOLOGIES) and transports == ["pickle", "msgpack"]
+
+
+def test_the_runs_work_folders_are_made_before_the_threads_start(tmp_path, monkeypatch):
+    """pytest's temporary-folder factory is not thread-safe: two first mktemp calls at once each
+    made a base folder, and one refused its own path ("pipeline-pickle is not a normalized and
+    relative path", a CI failure). Every folder is made on the thread that asks for the runs."""
+    import threading
+    from types import SimpleNamespace
+
+    from conformance.suite import test_pipeline
+
+    made_on: list[threading.Thread] = []
+
+    def mktemp(name: str) -> object:
+        made_on.append(threading.current_thread())
+        return tmp_path / name
+
+    def run_pipelines(transport: str, topologies: list, workdir: object) -> list[PipelineRun]:
+        assert workdir == tmp_path / f"pipeline-{transport}"
+        return [PipelineRun(transport=transport, topology=t) for t in topologies]
+
+    monkeypatch.setattr(test_pipeline, "_RUNS", {})
+    ipc = SimpleNamespace(transports=["pickle", "msgpack"], adapter=SimpleNamespace(run_pipelines=run_pipelines))
+    runs = test_pipeline._all_runs(ipc, SimpleNamespace(mktemp=mktemp), SimpleNamespace(items=[]))
+    assert len(runs) == 2 * len(pipeline.TOPOLOGIES) and not any(run.errors for run in runs.values())
+    assert made_on == [threading.current_thread()] * 2

@@ -53,11 +53,14 @@ def _all_runs(ipc: Any, tmp_path_factory: Any, session: Any) -> dict[tuple[str, 
     with _LOCK:
         if not _RUNS:
             topologies, transports = _wanted(ipc, session)
+            # Made here, not on the threads: pytest's temporary-folder factory is not thread-safe
+            # (two first calls at once each made a base folder, and mktemp then refused its own path).
+            workdirs = {transport: tmp_path_factory.mktemp(f"pipeline-{transport}") for transport in transports}
 
             def runs_of(transport: str) -> list[pipeline.PipelineRun]:
-                workdir = tmp_path_factory.mktemp(f"pipeline-{transport}")
                 try:
-                    made: list[pipeline.PipelineRun] = ipc.adapter.run_pipelines(transport, topologies, workdir)
+                    made: list[pipeline.PipelineRun] = ipc.adapter.run_pipelines(transport, topologies,
+                                                                                   workdirs[transport])
                     return made
                 except Exception as exc:  # noqa: BLE001 - every check of these runs reports it
                     failed = [pipeline.PipelineRun(transport=transport, topology=t) for t in topologies]
