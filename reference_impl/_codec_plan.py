@@ -15,7 +15,8 @@ A message type's plan says, from its declared field types:
 
 A send then costs one shallow copy (``msgspec.structs.replace``) that sets the wrapped fields,
 instead of a deep struct copy and a walk over every field, and the collision scan runs only
-when a map-capable field holds something that can be or contain a map.
+when a map-capable field holds something that can be or contain a map (a nested struct, such
+as a request's sampling parameters, only when its own map-capable fields do).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ from .pickle_wrapper import _is_wrapper_type, _plan, nested_opaque_fields
 
 #: values that hold no map: a map-capable field holding one (or a list/tuple of them) needs no scan
 _NO_MAP = frozenset({str, int, float, bool, bytes, bytearray, type(None)})
+#: structs inside structs looked into before the scan is simply run (a deeper one: it runs)
+_MAX_STRUCT_DEPTH = 8
 
 
 def _tuple_getter(names: tuple[str, ...]) -> Optional[Callable[[Any], tuple[Any, ...]]]:
@@ -78,9 +81,10 @@ class Plan:
         values = self.nested_values(obj)
         return values.count(None) == len(values)
 
-    def needs_key_scan(self, obj: Any) -> bool:
+    def needs_key_scan(self, obj: Any, depth: int = 0) -> bool:
         """Whether a map-capable field of obj holds something that is or can contain a map (a
-        list of scalars, None or a scalar cannot): only then is the collision scan run."""
+        list of scalars, None or a scalar cannot; a struct only through its own map-capable
+        fields, asked the same way): only then is the collision scan run."""
         if self.map_values is None:
             return False
         for value in self.map_values(obj):
@@ -88,6 +92,10 @@ class Plan:
             if t in _NO_MAP:
                 continue
             if (t is list or t is tuple) and _NO_MAP.issuperset(map(type, value)):
+                continue
+            # A request's sampling parameters: a struct whose maps (logit_bias, ...) are unset.
+            if isinstance(value, msgspec.Struct) and depth < _MAX_STRUCT_DEPTH \
+                    and not plan_of(t).needs_key_scan(value, depth + 1):
                 continue
             return True
         return False

@@ -176,3 +176,29 @@ def test_wrapped_values_still_count_their_types():
     wrapper = pickle_wrapper.wrap({"a": 1})
     assert pickle_wrapper.pickle_residue["builtins.dict"] == before + 1
     assert wrapper is not None and pickle.loads(wrapper.data) == {"a": 1}
+
+
+def test_a_requests_sampling_parameters_are_scanned_only_when_they_hold_a_map():
+    """The scan looks into a struct-valued field through that struct's own map-capable fields:
+    a request whose sampling parameters set no map is not scanned; one whose logit_bias or
+    custom_params holds colliding keys is, and is refused."""
+    from array import array
+
+    S = io_struct  # noqa: N806 - reads like the struct tables
+
+    def request(params: Any) -> Any:
+        return S.TokenizedGenerateReqInput(
+            rid="r", input_text="hi", input_ids=array("q", [1, 2]), input_embeds=None, mm_inputs=None,
+            token_type_ids=None, sampling_params=params, return_logprob=False, logprob_start_len=-1,
+            top_logprobs_num=0, token_ids_logprob=None, stream=False, return_hidden_states=False)
+
+    plan = _codec_plan.plan_of(S.TokenizedGenerateReqInput)
+    plain = request(S.SamplingParams(max_new_tokens=8, stop=["a"]))
+    assert not plan.needs_key_scan(plain) and _codec_keys.find_collision(plain) is None
+    for params in (S.SamplingParams(logit_bias={Color.RED: 1.0, "red": 2.0}),
+                   S.SamplingParams(custom_params={"k": {Color.RED: 1, "red": 2}})):
+        obj = request(params)
+        assert plan.needs_key_scan(obj) and _codec_keys.find_collision(obj) is not None
+        with pytest.raises(WireError, match="R-VAL-6"):
+            codec.encode(obj, "msgpack")
+    assert plan.needs_key_scan(request(S.SamplingParams(logit_bias={"1": 0.5})))  # a map: scanned, nothing found
