@@ -62,6 +62,8 @@ def test_profiles_of_both_transports_are_accounted_per_request_and_per_message(t
         assert requests == 5  # 4 measured + 1 warm-up
         for name in ("tokenizer_manager", "scheduler_0", "detokenizer"):
             assert processes[name].messages > 0 and processes[name].seconds[pa.WIRE] > 0, (folder, name)
+            assert processes[name].collector is not None and processes[name].collector >= 0
     assert pa.main([str(pickled), str(packed), "--format", "markdown"]) == 0
     table = capsys.readouterr().out
     assert "| tokenizer_manager | wire format |" in table and "wire format per message" in table
+    assert "| tokenizer_manager | of which the garbage collector" in table

@@ -8,12 +8,15 @@ reference codec, pickle, msgpack, PickleWrapper unwrap, the receive path around 
 ZeroMQ, HTTP and the event loop, the model, the rest of the engine, or idle waits. Buckets
 are divided by the requests the server answered (the states its tokenizer manager made,
 warm-up included) and the wire-format bucket also by the messages the
-process sent and received, so two runs of different lengths compare.
+process sent and received, so two runs of different lengths compare. A garbage collection is charged to whatever
+function allocated when it began; the collector's own CPU time (``<process>.gc.json``) is
+shown beside the buckets, so a bucket that jumps by about that much is read with care.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import pstats
 import sys
 from dataclasses import dataclass, field
@@ -119,6 +122,7 @@ class ProcessAccount:
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys((*BUCKETS, WAITING), 0.0))
     messages: int = 0
     requests: int = 0
+    collector: Optional[float] = None  # seconds in the garbage collector, charged within the buckets
 
 
 def account(path: Path) -> ProcessAccount:
@@ -133,6 +137,9 @@ def account(path: Path) -> ProcessAccount:
             acc.messages += calls
         if key in _REQUEST_FUNCS:
             acc.requests += calls
+    collected = path.with_suffix(".gc.json")
+    if collected.exists():
+        acc.collector = sum(json.loads(collected.read_text())["seconds"])
     return acc
 
 
@@ -163,6 +170,10 @@ def render(pickle_dir: Path, msgpack_dir: Path, markdown: bool) -> str:
             if name != "all" and max(a, b) < 0.0005:
                 continue  # a bucket this process does not use (the scheduler serves no HTTP)
             rows.append([process, name, f"{a:.3f}", f"{b:.3f}", f"{b - a:+.3f}"])
+        if p.collector is not None and m.collector is not None:
+            a, b = p.collector * 1e3 / pickle_requests, m.collector * 1e3 / msgpack_requests
+            rows.append([process, "of which the garbage collector (charged to whatever allocated)",
+                         f"{a:.3f}", f"{b:.3f}", f"{b - a:+.3f}"])
         if p.messages and m.messages:
             a, b = p.seconds[WIRE] * 1e6 / p.messages, m.seconds[WIRE] * 1e6 / m.messages
             rows.append([process, f"wire format per message (us; {p.messages:,} / {m.messages:,} messages)",
