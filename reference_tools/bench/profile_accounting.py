@@ -94,25 +94,24 @@ def bucket(func: Func) -> str:
 def _shares(func: Func, stats: dict[Func, Any], memo: dict[Func, dict[str, float]],
             visiting: set[Func]) -> dict[str, float]:
     """Bucket -> fraction of func's own time: its own bucket, or for a function that works for
-    its callers, their buckets weighted by the time spent in it on each caller's behalf."""
+    its callers, their buckets weighted by the time spent in it on each caller's behalf (a
+    caller met again higher up the same chain, recursion, adds nothing)."""
     if func in memo:
         return memo[func]
     own = own_bucket(func)
     if own is not None:
         return memo.setdefault(func, {own: 1.0})
     callers = stats[func][4] if func in stats else {}
-    if func in visiting or not callers:
-        return {ENGINE: 1.0}
     visiting.add(func)
-    mixed: dict[str, float] = {}
-    spent = {caller: edge[2] for caller, edge in callers.items()}  # own time on that caller's behalf
+    spent = {caller: edge[2] for caller, edge in callers.items() if caller not in visiting}
     total = sum(spent.values())
-    for caller in callers:
-        weight = spent[caller] / total if total > 0 else 1 / len(callers)
+    mixed: dict[str, float] = {}
+    for caller in spent:  # own time on that caller's behalf
+        weight = spent[caller] / total if total > 0 else 1 / len(spent)
         for name, share in _shares(caller, stats, memo, visiting).items():
             mixed[name] = mixed.get(name, 0.0) + weight * share
     visiting.discard(func)
-    return memo.setdefault(func, mixed)
+    return memo.setdefault(func, mixed or {ENGINE: 1.0})
 
 
 @dataclass
