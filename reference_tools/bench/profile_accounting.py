@@ -65,6 +65,8 @@ def own_bucket(func: Func) -> Optional[str]:
         if any(word in name for word in _HTTP_BUILTINS):
             return HTTP
         return None
+    if filename.startswith("<"):
+        return None  # code compiled at run time (an annotation's eval) or frozen: for its caller
     parts = Path(filename).parts
     base = parts[-1] if parts else filename
     if "reference_impl" in parts:
