@@ -5,8 +5,9 @@ structs. That field is typed PickleWrapper, so under msgpack the codec wraps it
 on send and every receive path must unwrap it (exactly as upstream SGLang
 0.5.23, whose TraceReqContext rides inside its time stats). What the wrapper
 holds is ours to choose: a batch's stats travel as one TimeStatsBatch, whose
-pickle is a single msgpack blob, so the trusted unwrap (memo scan + allow-list
-unpickler) walks a dozen opcodes instead of a few dozen per request. It carries stage
+pickle is one call with a single msgpack blob, which the trusted unwrap opens by
+making that call (pickle_wrapper.call_of_admitted) instead of running the memo scan
+and the allow-list unpickler over a few dozen opcodes per request. It carries stage
 timestamps and the W3C propagation carrier (``traceparent``) of the latest span,
 so each process opens its span as a child of the previous process's span:
 
