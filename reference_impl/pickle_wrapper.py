@@ -132,9 +132,8 @@ class AllowListUnpickler(pickle.Unpickler):
                 found = super().find_class(module, name)
                 if _is_data_class(found):
                     _ADMITTED[key] = found
-                    header = _call_header(module, name) if vars(found).get("__unpickle_safe__") is True else None
-                    if header is not None:
-                        _CALL_HEADERS[header] = found
+                    if vars(found).get("__unpickle_safe__") is True:
+                        _admit_calls_of(module, name, found)
                     return found
         raise pickle.UnpicklingError(f"{module}.{name} is not on the unpickling allow-list")
 
@@ -160,6 +159,15 @@ def _call_header(module: str, name: str) -> Optional[bytes]:
     return b"\x8c" + bytes([len(m)]) + m + b"\x94\x8c" + bytes([len(n)]) + n + b"\x94\x93\x94"
 
 
+def _admit_calls_of(module: str, name: str, cls: type) -> None:
+    """Let call_of_admitted open calls of cls. The table is replaced, never changed in place, so
+    a receive on another thread iterating over it meanwhile is never disturbed."""
+    global _CALL_HEADERS
+    header = _call_header(module, name)
+    if header is not None and header not in _CALL_HEADERS:
+        _CALL_HEADERS = {**_CALL_HEADERS, header: cls}
+
+
 def call_of_admitted(data: bytes) -> Any:
     """The value of a pickle that is exactly one call of an admitted, unpickle-safe class with
     one bytes argument, made without the unpickler; MISS for any other pickle (the unpickler
@@ -168,7 +176,8 @@ def call_of_admitted(data: bytes) -> Any:
     receives one in every step message (its time stats), so this is kept to a few comparisons."""
     if data[:3] not in _CALL_STARTS or not data.endswith(_CALL_TAIL):
         return MISS
-    for header in _CALL_HEADERS:  # one class in the engine: TimeStatsBatch
+    headers = _CALL_HEADERS  # one class in the engine: TimeStatsBatch
+    for header in headers:
         if data.startswith(header, 11):
             break
     else:
@@ -184,7 +193,7 @@ def call_of_admitted(data: bytes) -> Any:
     if frame_end == len(data) == end + len(_CALL_TAIL) or (
             frame_end == at and data.startswith(_TAIL_FRAME, end)
             and end + len(_TAIL_FRAME) + len(_CALL_TAIL) == len(data)):
-        return _CALL_HEADERS[header](data[start:end])
+        return headers[header](data[start:end])
     return MISS
 
 
