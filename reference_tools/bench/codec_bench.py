@@ -45,6 +45,7 @@ from reference_tools.bench.engine_samples import (
     SGLANG_ENGINE_TRANSPORTS,
 )
 from reference_tools.bench.payloads import ENGINE_PATH, MiB, Payload, default_payloads
+from reference_tools.bench.tables import markdown_table, text_table
 from reference_tools.bench.timing import Stat, bootstrap_ratio, interleaved, paired_ratios
 
 PICKLE, MSGPACK, OOB, UPSTREAM, MEMCPY = "pickle", "msgpack", "msgpack+oob", "sglang msgpack", "memcpy"
@@ -395,12 +396,7 @@ def table_rows(report: dict) -> tuple[list[str], list[list[str]]]:
 
 
 def render_text(report: dict) -> str:
-    header, rows = table_rows(report)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(header, widths)),
-             "  ".join("-" * w for w in widths)]
-    for r in rows:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    lines = text_table(*table_rows(report))
     lines += ["", "vs pickle / vs sglang: round-trip speed-up (>1 = faster), median of per-repetition ratios "
               "[25th-75th percentile]; [95% CI]: bootstrap interval of the geometric mean of those ratios, and "
               "what it allows one to say; bound: the speed-up over pickle if decode were exactly as fast as "
@@ -413,9 +409,7 @@ def render_text(report: dict) -> str:
 
 
 def render_markdown(report: dict) -> str:
-    header, rows = table_rows(report)
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows]
+    lines = markdown_table(*table_rows(report))
     lines.append("")
     lines += _summary_lines(report, markdown=True)
     return "\n".join(lines) + "\n"

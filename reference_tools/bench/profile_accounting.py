@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .profiles import IDLE
+from .tables import markdown_table, text_table
 
 Func = tuple[str, int, str]
 
@@ -86,11 +87,6 @@ def own_bucket(func: Func) -> Optional[str]:
     if "site-packages" not in parts and any(part.startswith("python3") for part in parts):
         return None  # the standard library
     return ENGINE
-
-
-def bucket(func: Func) -> str:
-    """The bucket of a function judged by itself alone (a caller-less helper counts as engine)."""
-    return own_bucket(func) or ENGINE
 
 
 def _shares(func: Func, stats: dict[Func, Any], memo: dict[Func, dict[str, float]],
@@ -179,12 +175,7 @@ def render(pickle_dir: Path, msgpack_dir: Path, markdown: bool) -> str:
             a, b = p.seconds[WIRE] * 1e6 / p.messages, m.seconds[WIRE] * 1e6 / m.messages
             rows.append([process, f"wire format per message (us; {p.messages:,} / {m.messages:,} messages)",
                          f"{a:.1f}", f"{b:.1f}", f"{b - a:+.1f}"])
-    if markdown:
-        out += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        out += ["| " + " | ".join(row) + " |" for row in rows]
-    else:
-        widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-        out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [header, *rows]]
+    out += (markdown_table if markdown else text_table)(header, rows)
     return "\n".join(out) + "\n"
 
 

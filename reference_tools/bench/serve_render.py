@@ -9,6 +9,7 @@ import math
 from typing import Callable, Optional
 
 from reference_tools.bench.cpu_share import bottleneck, engine_bound, level_bottleneck
+from reference_tools.bench.tables import markdown_table, text_table
 
 _ROWS = [("request throughput (req/s)", "request_throughput"), ("input token throughput (tok/s)", "input_throughput"),
          ("output token throughput (tok/s)", "output_throughput")]
@@ -127,11 +128,7 @@ def _groups(report: dict) -> list[tuple[str, list[dict]]]:
 def render_text(report: dict) -> str:
     lines = _intro(report)
     for title, levels in _groups(report):
-        header, rows = _table(levels)
-        widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-        lines += ["", title + ":", "  ".join(h.ljust(w) for h, w in zip(header, widths)),
-                  "  ".join("-" * w for w in widths)]
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+        lines += ["", title + ":", *text_table(*_table(levels))]
     lines += ["", RATIO_NOTE, ""] + decisions(report)
     return "\n".join(lines) + "\n"
 
@@ -139,9 +136,7 @@ def render_text(report: dict) -> str:
 def render_markdown(report: dict) -> str:
     lines = _intro(report)
     for title, levels in _groups(report):
-        header, rows = _table(levels)
-        lines += ["", f"**{title}**", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(r) + " |" for r in rows]
+        lines += ["", f"**{title}**", "", *markdown_table(*_table(levels))]
     lines += ["", RATIO_NOTE, ""] + [f"- {d}" for d in decisions(report)]
     return "\n".join(lines) + "\n"
 
