@@ -48,6 +48,29 @@ def test_a_folder_without_profiles_is_one_line_and_exit_2(tmp_path, capsys):
                   "(bench serve --profile-dir writes them)\n"
 
 
+def test_a_broken_profile_or_collector_file_is_one_line_and_exit_2(tmp_path, capsys):
+    """A profile that is not cProfile's, and a collector file that is not JSON: one line naming it."""
+    folder = tmp_path / "c1-pickle"
+    folder.mkdir()
+    (folder / "tokenizer_manager.prof").write_bytes(b"garbage")
+    with pytest.raises(SystemExit) as exited:
+        pa.main([str(folder), str(folder)])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"profile_accounting: error: {folder / 'tokenizer_manager.prof'}: not a cProfile file (")
+    profiler = cProfile.Profile(time.thread_time)
+    profiler.enable()
+    profiler.disable()
+    profiler.dump_stats(folder / "tokenizer_manager.prof")
+    (folder / "tokenizer_manager.gc.json").write_text("{")
+    with pytest.raises(SystemExit) as exited:
+        pa.main([str(folder), str(folder)])
+    err = capsys.readouterr().err
+    assert exited.value.code == 2 and err.count("\n") == 1
+    collector = folder / "tokenizer_manager.gc.json"
+    assert err.startswith(f"profile_accounting: error: {collector}: not the collector's times (")
+
+
 @pytest.mark.slow
 def test_profiles_of_both_transports_are_accounted_per_request_and_per_message(tmp_path, capsys):
     """A tiny served run per transport under --profile-dir: every process leaves a profile, the

@@ -124,7 +124,10 @@ class ProcessAccount:
 
 def account(path: Path) -> ProcessAccount:
     acc = ProcessAccount()
-    stats: dict[Func, Any] = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    try:
+        stats: dict[Func, Any] = pstats.Stats(str(path)).stats  # type: ignore[attr-defined]
+    except Exception as exc:  # noqa: BLE001 - marshal and pstats raise several kinds: one line naming the file
+        raise ValueError(f"{path}: not a cProfile file ({type(exc).__name__}: {exc})") from None
     memo: dict[Func, dict[str, float]] = {}
     for func, (_cc, calls, own, _cum, _callers) in stats.items():
         for name, share in _shares(func, stats, memo, set()).items():
@@ -136,7 +139,10 @@ def account(path: Path) -> ProcessAccount:
             acc.requests += calls
     collected = path.with_suffix(".gc.json")
     if collected.exists():
-        acc.collector = sum(json.loads(collected.read_text())["seconds"])
+        try:
+            acc.collector = float(sum(json.loads(collected.read_text())["seconds"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ValueError(f"{collected}: not the collector's times ({type(exc).__name__}: {exc})") from None
     return acc
 
 
