@@ -73,12 +73,20 @@ LOGPROB_FIELDS = ("input_token_logprobs", "output_token_logprobs", "input_top_lo
 ControlReply = Union[FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput, OpenSessionReqOutput]
 
 
+#: One output as the tokenizer manager queues it for the request's HTTP handler: (text so far,
+#: how many of the state's append-only output_ids, meta_info). The ids are a length, not a copy:
+#: at c=1024 the handlers run behind the engine, and queued copies of the ids so far held some 20
+#: million references that every full garbage collection walked. A plain tuple, not a NamedTuple,
+#: so the collector stops tracking it (it holds only a str, an int and a dict of scalars).
+_Chunk = tuple[str, int, dict[str, Any]]
+
+
 @dataclass
 class ReqState:
     rid: str
     spec: Any
     stats: ReqTimeStats
-    queue: asyncio.Queue[Union[dict[str, Any], Exception]] = field(default_factory=asyncio.Queue)
+    queue: asyncio.Queue[Union[_Chunk, dict[str, Any], Exception]] = field(default_factory=asyncio.Queue)
     finished: bool = False
     created: float = field(default_factory=time.time)
     text: str = ""
@@ -265,7 +273,7 @@ class TokenizerManager:
                         stats.mark("response")
                 meta["e2e_latency"] = time.time() - state.created
             if spec.stream or reason is not None:
-                state.queue.put_nowait({"text": state.text, "output_ids": list(state.output_ids), "meta_info": meta})
+                state.queue.put_nowait((state.text, len(state.output_ids), meta))
 
     def _logprob_meta(self, state: ReqState) -> dict[str, Any]:
         with_text = state.spec.return_text_in_logprobs
@@ -358,13 +366,22 @@ class TokenizerManager:
         deadline = loop.time() + self.config.request_timeout_s
         try:
             while True:
+                left = deadline - loop.time()
                 try:
-                    item = await asyncio.wait_for(state.queue.get(), timeout=max(0.0, deadline - loop.time()))
+                    if left <= 0:
+                        raise asyncio.TimeoutError
+                    # A handler behind the engine finds its next chunk waiting: take it without
+                    # wait_for's task and timer, which cost more than the chunk's own handling.
+                    item = state.queue.get_nowait() if not state.queue.empty() else \
+                        await asyncio.wait_for(state.queue.get(), timeout=left)
                 except asyncio.TimeoutError:
                     raise EngineError(f"request {state.rid} timed out after {self.config.request_timeout_s:.0f} s",
                                       504) from None
                 if isinstance(item, Exception):
                     raise item
+                if isinstance(item, tuple):
+                    text, output_ids_len, meta_info = item
+                    item = {"text": text, "output_ids": state.output_ids[:output_ids_len], "meta_info": meta_info}
                 yield item
                 if state.finished and state.queue.empty():
                     return
