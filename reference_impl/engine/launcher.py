@@ -23,7 +23,7 @@ from typing import Any, Callable, Optional, cast
 
 from .config import CONTROLLER, DETOKENIZER, TOKENIZER_MANAGER, EngineConfig, IpcNames, scheduler_name
 from .profiling import profiled
-from .runtime import setup_logging
+from .runtime import freeze_startup_heap, setup_logging
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +165,7 @@ def launch_server(config: EngineConfig) -> None:
         server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_config=None,
                                                log_level=config.log_level, access_log=config.log_level == "debug",
                                                timeout_graceful_shutdown=3, lifespan="on"))
+        freeze_startup_heap()
         with profiled(TOKENIZER_MANAGER, config.profile_dir):
             server.run()  # handles SIGINT/SIGTERM itself, then re-raises the signal (caught here)
         if died and config.exit_on_child_death:

@@ -8,6 +8,7 @@ without cleaning up (e.g. SIGKILL): no orphans, no leftover socket files.
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import shutil
@@ -70,6 +71,16 @@ def setup_child(process: str, config: EngineConfig, ipc: IpcNames) -> None:
     logging.getLogger(__name__).info("%s (pid %d) started; IPC transport: %s", process, os.getpid(), config.transport)
 
 
+def freeze_startup_heap() -> None:
+    """Move everything built at start-up (modules, torch, the model, FastAPI's schemas) out of
+    the garbage collector's reach: it lives as long as the process, yet every full collection
+    walked it again. Measured at the seed's c=1024 streams (2048 requests, profiled): the
+    detokenizer's full collections 1.18 -> 0.02 s of CPU, the scheduler's 0.36 -> 0.12 s. What
+    requests allocate is still collected."""
+    gc.collect()
+    gc.freeze()
+
+
 def run_child(process: str, config: EngineConfig, ipc: IpcNames, ready: Connection,
               build: Callable[[], Any]) -> None:
     """Set up, build the process's object, report ready (or the error), run its loop."""
@@ -79,6 +90,7 @@ def run_child(process: str, config: EngineConfig, ipc: IpcNames, ready: Connecti
     except BaseException:
         ready.send({"status": "error", "process": process, "error": traceback.format_exc()})
         raise
+    freeze_startup_heap()
     ready.send({"status": "ready", "process": process, "pid": os.getpid(), "transport": config.transport})
     ready.close()
     code = 0
