@@ -15,7 +15,7 @@ import msgspec
 import pytest
 import torch
 
-from reference_impl import codec
+from reference_impl import codec, pickle_wrapper
 from reference_impl.engine import checkpoint, protocol
 from reference_impl.engine.config import EngineConfig, IpcNames, resolve_device
 from reference_impl.engine.detokenizer import DecodeState, text_delta
@@ -23,7 +23,7 @@ from reference_impl.engine.model import KVCache, parameter_shapes
 from reference_impl.engine.sampling import sample
 from reference_impl.engine.tap import Tap, find_wrappers, read_tap
 from reference_impl.engine.tokenizer import ByteTokenizer
-from reference_impl.engine.tracing import ReqTimeStats, TimeStatsBatch, Tracing
+from reference_impl.engine.tracing import PackedReqTimeStats, ReqTimeStats, TimeStatsBatch, Tracing
 from reference_impl.engine.weights import serialize_named_tensors
 from reference_impl.io_struct import (
     BatchTokenIDOutput,
@@ -219,8 +219,13 @@ def test_time_stats_ride_in_a_pickle_wrapper_and_keep_the_trace_carrier():
         top_logprobs_num=0, token_ids_logprob=None, stream=False, time_stats=stats)
     raw = codec.decode(codec.encode(req, "msgpack"), "msgpack", allow_pickle=True, unwrap_wrappers=False)
     assert isinstance(raw.time_stats, PickleWrapper) and find_wrappers(raw) == [".time_stats"]
+    data = bytes(raw.time_stats.data)
     opened = codec.unwrap(raw, allow_pickle=True)
-    assert opened.time_stats == stats and find_wrappers(opened) == []
+    assert opened.time_stats == stats and type(opened.time_stats) is ReqTimeStats and find_wrappers(opened) == []
+    # One call with one bytes argument, which the receive path (after the allow-list admitted its
+    # class once, above) opens without the unpickler.
+    assert len(list(pickletools.genops(data))) < 16
+    assert pickle_wrapper.call_of_admitted(data) == stats
     with pytest.raises(codec.WireError):  # an untrusted receiver never unpickles it
         codec.decode(codec.encode(req, "msgpack"), "msgpack")
     assert tracing.carrier(None, header) == header
@@ -265,6 +270,8 @@ def test_time_stats_batch_refuses_a_blob_that_is_not_time_stats():
     blob = msgspec.msgpack.encode([["rid", {"created": "not a float"}, {}, None]])
     with pytest.raises(msgspec.ValidationError):
         TimeStatsBatch(blob)
+    with pytest.raises(msgspec.ValidationError):
+        PackedReqTimeStats(msgspec.msgpack.encode(["rid", {"created": "not a float"}, {}, None]))
 
 
 def test_tap_records_frames_and_leftovers(tmp_path):
