@@ -40,6 +40,31 @@ def test_the_seed_shape(wrk_installed):
     assert (gpu["input_len"], gpu["output_len"], gpu["concurrency"]) == (1024, 200, [1, 1024])
 
 
+def test_json_answer_levels_send_four_times_the_requests(wrk_installed):
+    """A JSON round of 2048 requests at c=1024 took about 4 s; the same tree moved 0.87x-1.12x
+    between sittings at that length."""
+    assert _settings("--preset", "seed").json_prompts_factor == 4
+    assert _settings("--preset", "seed", "--concurrency", "1024", "--num-prompts", "2048").json_prompts_factor == 1
+
+
+def _engine_bound_level(round_s: list[float]) -> dict:
+    ci = {"center": 1.05, "lo": 1.01, "hi": 1.09, "n": 2, "level": 0.95, "verdict": "msgpack faster"}
+    side = {"round_s": round_s, "shares": {"client": 0.3, "engine": 0.95}}
+    return {"concurrency": 1024, "stream": False, "client": "wrk", "bottleneck": "engine",
+            "transports": {"pickle": side, "msgpack": side}, "ratios": {"output_throughput": ci}}
+
+
+def test_a_verdict_from_short_rounds_says_they_are_short():
+    from reference_tools.bench.serve_render import decisions
+
+    (short,) = decisions({"levels": [_engine_bound_level([4.2, 3.9])]})
+    assert "msgpack faster" in short and "rounds as short as 3.9 s" in short and "--num-prompts" in short
+    (long,) = decisions({"levels": [_engine_bound_level([16.0, 15.5])]})
+    assert "msgpack faster" in long and "short" not in long
+    older = _engine_bound_level([])  # a report saved before rounds were recorded
+    assert "short" not in decisions({"levels": [older]})[0]
+
+
 def test_the_dp_size_2_variant_where_the_cores_allow(wrk_installed, two_engine_cores):
     s = _settings("--preset", "seed", "--dp-size", "2")
     assert s.dp_size == 2 and sb.engine_cores(s) == (1, 2)

@@ -74,9 +74,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The seed's shape on CPU (SGLang PR: 1024 input / 200 output tokens, concurrency 1 and 1024), IPC-bound
     # and pinned as the ipc preset is, JSON answers (wrk) and streams; the built-in tiny model has a
     # 512-token context, so the preset serves a copy of it whose config allows SEED_POSITIONS.
+    # JSON answers come back about 4x as fast as streams: their levels send 4x the requests, so that
+    # a round at c=1024 lasts long enough to tell the transports apart across sittings.
     "seed": dict(concurrency=[1, 1024], num_prompts=[64, 2048], input_len=1024, output_len=200, rounds=2,
                  device="cpu", dp_size=1, skip_forward=True, streams=[False, True], pin=True,
-                 model_positions=2048),
+                 model_positions=2048, json_prompts_factor=4),
     # The seed's measurement (SGLang PR: Qwen3-0.6B on one GPU): needs --model and a GPU.
     "gpu": dict(concurrency=[1, 1024], num_prompts=[64, 4096], input_len=1024, output_len=200, rounds=2,
                 device="cuda", dp_size=1),
@@ -538,6 +540,7 @@ def pool(runs: Sequence[dict], raw: Sequence[Optional[tuple[list[RequestResult],
     names = sorted({k for run in runs for k in run.get("cpu_s", {})})
     merged["cpu_ms_per_request"] = {k: 1000 * sum(run.get("cpu_s", {}).get(k, 0.0) for run in runs) / done
                                     for k in names} if done else {}
+    merged["round_s"] = [run["duration_s"] for run in runs]
     merged["shares"] = pool_shares(runs)
     merged["client"] = runs[0].get("client") if runs else None
     return merged

@@ -81,6 +81,10 @@ def _ci_cell(ci: Optional[dict]) -> str:
     return f"{ci['center']:.2f}x [{ci['lo']:.2f}-{ci['hi']:.2f}]"
 
 
+#: Rounds shorter than this decide nothing across sittings, whatever their interval says.
+SHORT_ROUND_S = 10.0
+
+
 def decisions(report: dict) -> list[str]:
     """One line per level: who bounded it, and the output-throughput verdict from its interval
     only when the engine did (when it is not distinguishable, how many rounds would likely tell)."""
@@ -112,6 +116,12 @@ def decisions(report: dict) -> list[str]:
             word = {"msgpack faster": "msgpack cheaper", "msgpack slower": "msgpack costlier"}.get(
                 cpu["verdict"], cpu["verdict"])
             line += f"; engine CPU per request msgpack/pickle {_ci_cell(cpu)}: {word}"
+        shortest = min((d for m in lv["transports"].values() for d in m.get("round_s", [])), default=None)
+        if shortest is not None and shortest < SHORT_ROUND_S:
+            line += (f"; rounds as short as {shortest:.1f} s: the interval covers these rounds, not the drift "
+                     f"between sittings (a 4 s round at c=1024 moved 0.87x-1.12x between two sittings of one "
+                     f"tree): rerun with --num-prompts making rounds of {SHORT_ROUND_S:.0f} s or more before "
+                     f"deciding")
         lines.append(line)
     return lines
 
