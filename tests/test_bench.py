@@ -235,6 +235,22 @@ def test_bench_serve_with_wrk_pinned(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("error: ")
 
 
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk (the native load generator) is not installed")
+def test_bench_serve_streams_through_wrk(tmp_path, capsys):
+    """Streams through wrk (the presets' choice from concurrency 256): a stream counts when its
+    last event holds every token asked for."""
+    path = tmp_path / "serve.json"
+    code = cli_main(["bench", "serve", "--preset", "ipc", "--stream", "--client", "wrk", "--transport", "pickle",
+                     "--concurrency", "4", "--num-prompts", "12", "--output-len", "5", "--rounds", "1",
+                     "--warmup", "2", "--json", str(path), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    (level,) = json.loads(path.read_text())["levels"]
+    got = level["transports"]["pickle"]
+    assert level["stream"] and level["client"] == "wrk" and got["completed"] == 12 and got["failed"] == 0
+    assert "concurrency 4 (stream, wrk)" in out
+
+
 def test_wrk_counts_wrong_answers_as_failed():
     """The Lua script's check is real: an answer with fewer tokens than asked for is a failure,
     a right one counts, and nothing listening is an error, not a hang."""
@@ -327,6 +343,7 @@ def test_ipc_preset_serves_without_the_forward_pass():
     assert only.streams == [False] and only.json_prompts_factor == 1  # counts as given
     assert sb.settings_from_args(parser.parse_args(["--preset", "ipc", "--stream", "--no-pin"])).streams == [True]
     assert sb.client_for(s, stream=True) == "python"
+    assert sb.client_for(s, stream=True, concurrency=1024) == ("wrk" if sb.find_wrk() else "python")
     server_cmd = sb.Server.__init__.__code__.co_consts  # the flag is passed on to every server
     assert "--skip-forward" in server_cmd
 

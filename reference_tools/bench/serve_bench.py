@@ -20,8 +20,9 @@ concurrent, 4096 requests, input 1024, output 200) for a GPU and a real checkpoi
 (``--model``).
 
 The load generator: ``wrk`` (wrk_client.py, a native event loop) for requests answered as one
-JSON when it is installed, the Python client (httpx) for streams (TTFT, ITL) and wherever wrk
-is missing (``--client`` chooses). Each round records the CPU time of the load generator and
+JSON when it is installed, and for streams from concurrency 256 in the ipc and seed presets;
+the Python client (httpx) for the other streams (TTFT, ITL) and wherever wrk is missing
+(``--client`` chooses). Each round records the CPU time of the load generator and
 of every engine process, so the report says who bounded the throughput (cpu_share.py); the
 ipc preset pins the load generator to one core and the engine to the others.
 
@@ -70,15 +71,16 @@ PRESETS: dict[str, dict[str, Any]] = {
     # detokenizer -> tokenizer manager) dominate; answered as one JSON (native client: wrk) and
     # streamed token by token; load generator and engine on separate cores.
     "ipc": dict(concurrency=[1, 256, 1024], num_prompts=[128, 512, 1024], input_len=16, output_len=128, rounds=4,
-                device="cpu", dp_size=1, skip_forward=True, streams=[False, True], pin=True, json_prompts_factor=4),
+                device="cpu", dp_size=1, skip_forward=True, streams=[False, True], pin=True, json_prompts_factor=4,
+                wrk_streams_from=256),
     # The seed's shape on CPU (SGLang PR: 1024 input / 200 output tokens, concurrency 1 and 1024), IPC-bound
     # and pinned as the ipc preset is, JSON answers (wrk) and streams; the built-in tiny model has a
     # 512-token context, so the preset serves a copy of it whose config allows SEED_POSITIONS.
-    # JSON answers come back about 4x as fast as streams: their levels send 4x the requests, so that
-    # a round at c=1024 lasts long enough to tell the transports apart across sittings.
-    "seed": dict(concurrency=[1, 1024], num_prompts=[64, 2048], input_len=1024, output_len=200, rounds=2,
+    # Every round lasts 10 s or more (shorter ones moved 0.87x-1.12x between sittings of one tree):
+    # JSON answers come back 8-15x as fast as streams, so their levels send 8x the requests.
+    "seed": dict(concurrency=[1, 1024], num_prompts=[512, 2048], input_len=1024, output_len=200, rounds=2,
                  device="cpu", dp_size=1, skip_forward=True, streams=[False, True], pin=True,
-                 model_positions=2048, json_prompts_factor=4),
+                 model_positions=2048, json_prompts_factor=8, wrk_streams_from=256),
     # The seed's measurement (SGLang PR: Qwen3-0.6B on one GPU): needs --model and a GPU.
     "gpu": dict(concurrency=[1, 1024], num_prompts=[64, 4096], input_len=1024, output_len=200, rounds=2,
                 device="cuda", dp_size=1),
@@ -111,6 +113,9 @@ class Settings:
     client: str = "auto"  # load generator: wrk, python, auto (wrk for JSON answers when installed)
     pin: bool = False  # load generator and engine on separate cores (cpu_share.plan_placement)
     json_prompts_factor: int = 1  # JSON-answer levels send this many times the requests (they are quick)
+    # --client auto streams through wrk from this concurrency on (None: never): at c=1024 a Python
+    # client reading a chunk per token, not the engine, bounds the throughput.
+    wrk_streams_from: Optional[int] = None
     max_running_requests: Optional[int] = None  # None: each level's concurrency
     context_length: Optional[int] = None  # None: input + output (the built-in model), the model's own otherwise
     # Without --model: serve a copy of the built-in tiny checkpoint whose config allows this many
@@ -127,9 +132,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--preset", choices=sorted(PRESETS), default="cpu",
                    help="cpu (default): sized for a small CPU machine and the tiny model; ipc: IPC-bound "
                         "(servers run --skip-forward; concurrency 1, 256, 1024; output 128; JSON answers "
-                        "through wrk, then streams; load generator and engine pinned to separate cores); "
+                        "through wrk, then streams (through wrk from concurrency 256); load generator and "
+                        "engine pinned to separate cores); "
                         "seed: the seed's shape on CPU (input 1024, output 200, concurrency 1 and 1024, "
-                        "otherwise as ipc; a copy of the tiny model with a 2048-token context; add --dp-size 2 "
+                        "otherwise as ipc, every round 10 s or more; a copy of the tiny model with a 2048-token "
+                        "context; add --dp-size 2 "
                         "where the cores allow); gpu: the seed's settings on a GPU (concurrency 1024, 4096 "
                         "requests, input 1024, output 200; needs --model)")
     p.add_argument("--skip-forward", action="store_true", default=None,
@@ -142,7 +149,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--client", choices=list(CLIENTS), default=None,
                    help="load generator: wrk (native, Debian package wrk; end-to-end latency only), python "
                         "(httpx; TTFT and ITL), auto (default: wrk for JSON answers when installed, python "
-                        "for streams)")
+                        "for streams; the ipc and seed presets stream through wrk too from concurrency 256)")
     p.add_argument("--pin", dest="pin", action="store_true", default=None,
                    help="load generator on one core, every engine process on the others (the ipc preset does)")
     p.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin")
@@ -239,9 +246,11 @@ def validate(s: Settings) -> None:
     if s.client == "wrk" and find_wrk() is None:
         raise ValueError("--client wrk: wrk is not installed (Debian: apt-get install -y --no-install-recommends "
                          "wrk), or use --client python")
-    if s.preset == "seed" and s.client == "auto" and False in s.streams and find_wrk() is None:
-        raise ValueError("the seed preset sends its JSON-answer levels through wrk, which is not installed "
-                         "(Debian: apt-get install -y --no-install-recommends wrk); or --stream, or --client python")
+    if s.preset == "seed" and s.client == "auto" and find_wrk() is None and (False in s.streams or any(
+            s.wrk_streams_from is not None and c >= s.wrk_streams_from for c in s.concurrency)):
+        raise ValueError("the seed preset sends its JSON answers, and its streams from concurrency "
+                         f"{s.wrk_streams_from}, through wrk, which is not installed (Debian: apt-get install -y "
+                         "--no-install-recommends wrk); or --client python")
     if not s.urls and s.dp_size < 1:
         raise ValueError("--dp-size must be >= 1")
     if not s.urls and s.dp_size > 1:
@@ -574,10 +583,12 @@ def log(msg: str) -> None:
     print(f"  {msg}", file=sys.stderr, flush=True)
 
 
-def client_for(s: Settings, stream: bool) -> str:
-    """wrk or python for a level (auto: wrk for JSON answers when it is installed)."""
+def client_for(s: Settings, stream: bool, concurrency: int = 1) -> str:
+    """wrk or python for a level (auto: wrk for JSON answers when it is installed, and for streams
+    from the preset's wrk_streams_from)."""
     if s.client == "auto":
-        return "wrk" if not stream and find_wrk() else "python"
+        wrk = not stream or (s.wrk_streams_from is not None and concurrency >= s.wrk_streams_from)
+        return "wrk" if wrk and find_wrk() else "python"
     return s.client
 
 
@@ -673,7 +684,7 @@ def _loadavg() -> Optional[tuple[float, float, float]]:
 
 def _level(s: Settings, stream: bool, concurrency: int, n: int, fixed: dict[str, str], info: dict[str, dict],
            placement: Placement, say: Callable[[str], None]) -> dict:
-    client = client_for(s, stream)
+    client = client_for(s, stream, concurrency)
     mode = "stream" if stream else "json"
     servers: list[Server] = []
     try:
