@@ -47,7 +47,7 @@ def test_every_round_is_long_enough_to_decide(wrk_installed):
     between sittings at that length: rounds now last 10 s or more (JSON answers come back 8-15x as
     fast as streams, so their levels send 8x the requests)."""
     s = _settings("--preset", "seed")
-    assert s.num_prompts == [512, 2048] and s.json_prompts_factor == 8
+    assert s.num_prompts == [640, 2048] and s.json_prompts_factor == 8
     assert _settings("--preset", "seed", "--concurrency", "1024", "--num-prompts", "2048").json_prompts_factor == 1
 
 

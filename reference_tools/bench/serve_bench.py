@@ -78,7 +78,7 @@ PRESETS: dict[str, dict[str, Any]] = {
     # 512-token context, so the preset serves a copy of it whose config allows SEED_POSITIONS.
     # Every round lasts 10 s or more (shorter ones moved 0.87x-1.12x between sittings of one tree):
     # JSON answers come back 8-15x as fast as streams, so their levels send 8x the requests.
-    "seed": dict(concurrency=[1, 1024], num_prompts=[512, 2048], input_len=1024, output_len=200, rounds=2,
+    "seed": dict(concurrency=[1, 1024], num_prompts=[640, 2048], input_len=1024, output_len=200, rounds=2,
                  device="cpu", dp_size=1, skip_forward=True, streams=[False, True], pin=True,
                  model_positions=2048, json_prompts_factor=8, wrk_streams_from=256),
     # The seed's measurement (SGLang PR: Qwen3-0.6B on one GPU): needs --model and a GPU.
