@@ -556,3 +556,18 @@ def test_frames_are_those_of_the_collector_path(nbytes):
 def test_bench_codec_unknown_implementation_is_a_clean_error(capsys):
     assert cli_main(["bench", "codec", "--impl", "nope", "--tiny", "--quiet"]) == 2
     assert "unknown implementation" in capsys.readouterr().err
+
+
+def test_a_server_that_exits_at_start_says_why():
+    """A started server logs to a file (not a pipe nobody reads during the rounds); when it exits
+    before it is ready, the error carries the end of that log."""
+    parser = __import__("argparse").ArgumentParser()
+    sb.add_arguments(parser)
+    s = sb.settings_from_args(parser.parse_args(["--server-arg=--no-such-flag"]))
+    server = sb.Server("msgpack", sb._free_port(), s, batch=1)
+    try:
+        with pytest.raises(RuntimeError, match="unrecognized arguments: --no-such-flag"):
+            server.wait_ready(60)
+    finally:
+        server.stop()
+    assert server.log.closed

@@ -46,6 +46,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -353,8 +354,18 @@ class Server:
         env.pop("IPC_TRANSPORT", None)
         env.pop("SGLANG_USE_PICKLE_IPC", None)
         pin = (lambda: os.sched_setaffinity(0, set(cores))) if cores else None  # its children inherit it
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+        # Its log goes to a file, not a pipe nobody reads while the rounds run (a full pipe blocks
+        # the server's next log line). Profiled, a server stopping after a wrk round that cut off
+        # 1024 streams did not write its profiles within 20 s: killed, they were lost.
+        self.log = tempfile.TemporaryFile()
+        self.stop_timeout = 60.0 if s.profile_dir else 20.0  # a profiled server writes its profiles first
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log, env=env,
                                      start_new_session=True, preexec_fn=pin)
+
+    def log_tail(self) -> str:
+        self.log.seek(0, os.SEEK_END)
+        self.log.seek(max(0, self.log.tell() - 2000))
+        return self.log.read().decode(errors="replace")
 
     def wait_ready(self, timeout: float) -> dict:
         import httpx
@@ -362,8 +373,7 @@ class Server:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                err = self.proc.stderr.read().decode(errors="replace")[-2000:] if self.proc.stderr else ""
-                raise RuntimeError(f"{self.transport} server exited ({self.proc.returncode}): {err}")
+                raise RuntimeError(f"{self.transport} server exited ({self.proc.returncode}): {self.log_tail()}")
             try:
                 r = httpx.get(self.url + "/health", timeout=2)
                 if r.status_code == 200:
@@ -377,12 +387,11 @@ class Server:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGINT)
             try:
-                self.proc.wait(timeout=20)
+                self.proc.wait(timeout=self.stop_timeout)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-        if self.proc.stderr:
-            self.proc.stderr.close()
+        self.log.close()
 
 
 def server_pids(server_info: dict, main_pid: Optional[int]) -> dict[str, int]:
