@@ -206,20 +206,28 @@ def test_bench_serve_without_streaming(tmp_path, capsys):
     assert math.isnan(got["ttft_ms"]["median"]) and got["e2e_ms"]["median"] > 0
 
 
-@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk (the native load generator) is not installed")
-def test_bench_serve_with_wrk_pinned(tmp_path, capsys):
-    """The native load generator on its own core: JSON answers counted by wrk's Lua script."""
+def _wrk_level(tmp_path, capsys, mode: str, transport: str) -> tuple[str, dict, dict]:
+    """One wrk round of 12 requests at concurrency 4 (ipc preset): the output, the report, the level."""
     path = tmp_path / "serve.json"
-    code = cli_main(["bench", "serve", "--preset", "ipc", "--no-stream", "--client", "wrk", "--transport", "msgpack",
+    code = cli_main(["bench", "serve", "--preset", "ipc", mode, "--client", "wrk", "--transport", transport,
                      "--concurrency", "4", "--num-prompts", "12", "--output-len", "5", "--rounds", "1",
                      "--warmup", "2", "--json", str(path), "--quiet"])
     out = capsys.readouterr().out
     assert code == 0, out
     report = json.loads(path.read_text())
     (level,) = report["levels"]
-    got = level["transports"]["msgpack"]
+    got = level["transports"][transport]
     assert level["client"] == "wrk" and got["client"] == "wrk"
     assert got["failed"] == 0 and got["completed"] == 12 and got["output_throughput"] > 0
+    return out, report, level
+
+
+@pytest.mark.skipif(shutil.which("wrk") is None, reason="wrk (the native load generator) is not installed")
+def test_bench_serve_with_wrk_pinned(tmp_path, capsys):
+    """The native load generator on its own core: JSON answers counted by wrk's Lua script."""
+    out, report, level = _wrk_level(tmp_path, capsys, "--no-stream", "msgpack")
+    path = tmp_path / "serve.json"
+    got = level["transports"]["msgpack"]
     assert got["e2e_ms"]["median"] > 0 and math.isnan(got["ttft_ms"]["median"])
     assert "TTFT" not in out and "ITL" not in out  # rows wrk cannot measure are left out
     placement = report["meta"]["placement"]
@@ -239,16 +247,8 @@ def test_bench_serve_with_wrk_pinned(tmp_path, capsys):
 def test_bench_serve_streams_through_wrk(tmp_path, capsys):
     """Streams through wrk (the presets' choice from concurrency 256): a stream counts when its
     last event holds every token asked for."""
-    path = tmp_path / "serve.json"
-    code = cli_main(["bench", "serve", "--preset", "ipc", "--stream", "--client", "wrk", "--transport", "pickle",
-                     "--concurrency", "4", "--num-prompts", "12", "--output-len", "5", "--rounds", "1",
-                     "--warmup", "2", "--json", str(path), "--quiet"])
-    out = capsys.readouterr().out
-    assert code == 0, out
-    (level,) = json.loads(path.read_text())["levels"]
-    got = level["transports"]["pickle"]
-    assert level["stream"] and level["client"] == "wrk" and got["completed"] == 12 and got["failed"] == 0
-    assert "concurrency 4 (stream, wrk)" in out
+    out, _, level = _wrk_level(tmp_path, capsys, "--stream", "pickle")
+    assert level["stream"] and "concurrency 4 (stream, wrk)" in out
 
 
 def test_wrk_counts_wrong_answers_as_failed():

@@ -76,8 +76,7 @@ ControlReply = Union[FlushCacheReqOutput, UpdateWeightsFromTensorReqOutput, Open
 #: One output as the tokenizer manager queues it for the request's HTTP handler: (text so far,
 #: how many of the state's append-only output_ids, meta_info). The ids are a length, not a copy:
 #: at c=1024 the handlers run behind the engine, and queued copies of the ids so far held some 20
-#: million references that every full garbage collection walked. A plain tuple, not a NamedTuple,
-#: so the collector stops tracking it (it holds only a str, an int and a dict of scalars).
+#: million references that every full garbage collection walked.
 _Chunk = tuple[str, int, dict[str, Any]]
 
 
