@@ -247,8 +247,8 @@ def validate(s: Settings) -> None:
     if s.client == "wrk" and find_wrk() is None:
         raise ValueError("--client wrk: wrk is not installed (Debian: apt-get install -y --no-install-recommends "
                          "wrk), or use --client python")
-    if s.preset == "seed" and s.client == "auto" and find_wrk() is None and (False in s.streams or any(
-            s.wrk_streams_from is not None and c >= s.wrk_streams_from for c in s.concurrency)):
+    if s.preset == "seed" and s.client == "auto" and find_wrk() is None and any(
+            _wants_wrk(s, stream, c) for stream in s.streams for c in s.concurrency):
         raise ValueError("the seed preset sends its JSON answers, and its streams from concurrency "
                          f"{s.wrk_streams_from}, through wrk, which is not installed (Debian: apt-get install -y "
                          "--no-install-recommends wrk); or --client python")
@@ -592,12 +592,16 @@ def log(msg: str) -> None:
     print(f"  {msg}", file=sys.stderr, flush=True)
 
 
+def _wants_wrk(s: Settings, stream: bool, concurrency: int) -> bool:
+    """Whether --client auto sends a level through wrk: JSON answers, and streams from the
+    preset's wrk_streams_from."""
+    return not stream or (s.wrk_streams_from is not None and concurrency >= s.wrk_streams_from)
+
+
 def client_for(s: Settings, stream: bool, concurrency: int = 1) -> str:
-    """wrk or python for a level (auto: wrk for JSON answers when it is installed, and for streams
-    from the preset's wrk_streams_from)."""
+    """wrk or python for a level (auto: _wants_wrk, when wrk is installed)."""
     if s.client == "auto":
-        wrk = not stream or (s.wrk_streams_from is not None and concurrency >= s.wrk_streams_from)
-        return "wrk" if wrk and find_wrk() else "python"
+        return "wrk" if _wants_wrk(s, stream, concurrency) and find_wrk() else "python"
     return s.client
 
 
