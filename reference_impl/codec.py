@@ -208,11 +208,7 @@ def encode(obj: Any, transport: Optional[str] = None) -> bytes:
             return _fast.pickle_dumps(obj)
         except Exception as exc:  # noqa: BLE001 - whatever pickling raises: one WireError
             raise _errors.encode_error(obj, transport, exc) from None
-    if plan.needs_key_scan(obj):
-        _refuse_colliding_keys(obj, transport)
-    wrapped = _wrapped(obj, plan)
-    names = plan.arrays
-    message = _fast.with_array_raw(wrapped, names, copied=wrapped is not obj) if names else wrapped
+    wrapped, message = _prepared(obj, plan, transport)
     try:
         try:
             return _fast.encoder.encode(message)
@@ -220,6 +216,21 @@ def encode(obj: Any, transport: Optional[str] = None) -> bytes:
             return _fast.encode_spliced(message)
     except (TypeError, ValueError, OverflowError, msgspec.EncodeError) as exc:
         raise _errors.encode_error(wrapped, transport, exc) from None
+
+
+def _prepared(obj: Any, plan: _plans.Plan, transport: str) -> tuple[Any, Any]:
+    """(obj with its opaque fields wrapped, the message msgspec encodes: the same with long
+    List[array] fields pre-encoded), after the R-VAL-6 scan where the plan says it must run.
+    Most one-row messages need none of it: (obj, obj)."""
+    work = plan.send_work(obj)
+    if not work:
+        return obj, obj
+    if work & _plans.SCAN:
+        _refuse_colliding_keys(obj, transport)
+    wrapped = _wrapped(obj, plan) if work & _plans.WRAP else obj
+    if work & _plans.ARRAYS:
+        return wrapped, _fast.with_array_raw(wrapped, plan.arrays, copied=wrapped is not obj)
+    return wrapped, wrapped
 
 
 def _refuse_colliding_keys(obj: Any, transport: str) -> None:
@@ -264,27 +275,38 @@ def decode(
         except Exception as exc:  # noqa: BLE001 - whatever unpickling raises: one WireError
             raise WireError("pickle", f"{type(exc).__name__}: {exc}") from None
     else:
-        catalogue = _catalogue
-        obj = _fast.MISS
-        if len(data) and data[0] not in _errors.STR_MARKERS:
-            if len(data) >= _limits.FAST_DECODE_MIN and catalogue.fast:
-                head = bytes(data[:catalogue.peek])
-                for prefix, twin, real, names in catalogue.fast:
-                    if head.startswith(prefix):
-                        obj = _fast_decode(data, twin, real, names)
-                        break
-            if obj is _fast.MISS:
+        obj = _MISS
+        if data and data[0] not in _STR_MARKERS:
+            if len(data) >= _FAST_DECODE_MIN:
+                obj = _twin_decoded(data)
+            if obj is _MISS:
                 try:  # straight to msgspec
-                    obj = catalogue.decoder.decode(data)
+                    obj = _catalogue.decoder.decode(data)
                 except Exception:  # noqa: BLE001 - the full path below redoes it and reports properly
                     pass
-        if obj is _fast.MISS:
-            obj = _errors.decode_msgpack(data, catalogue.decoder)
+        if obj is _MISS:
+            obj = _errors.decode_msgpack(data, _catalogue.decoder)
     if unwrap_wrappers:
         cls = type(obj)
         if cls is PickleWrapper or _plans.plan_of(cls).has_opaque_values(obj):
             obj = unwrap(obj, allow_pickle=allow_pickle, transport=transport, trusted_globals=trusted_globals)
     return obj
+
+
+_MISS = _fast.MISS
+_STR_MARKERS = _errors.STR_MARKERS  # a top-level str: decode_msgpack's own decoder
+_FAST_DECODE_MIN = _limits.FAST_DECODE_MIN
+
+
+def _twin_decoded(data: Any) -> Any:
+    """A message with List[array] fields through its type's twin decoder (_codec_fast), or MISS."""
+    catalogue = _catalogue
+    if catalogue.fast:
+        head = bytes(data[:catalogue.peek])
+        for prefix, twin, real, names in catalogue.fast:
+            if head.startswith(prefix):
+                return _fast_decode(data, twin, real, names)
+    return _MISS
 
 
 # -- multipart (opt-in zero-copy for large tensors) -------------------------------
@@ -297,12 +319,7 @@ def encode_frames(obj: Any, transport: Optional[str] = None, *, threshold: int =
     if transport == "pickle":
         return [encode(obj, transport)]
     _check_top_level(obj, transport)
-    plan = _plans.plan_of(type(obj))
-    if plan.needs_key_scan(obj):
-        _refuse_colliding_keys(obj, transport)
-    wrapped = _wrapped(obj, plan)
-    names = plan.arrays
-    message = _fast.with_array_raw(wrapped, names, copied=wrapped is not obj) if names else wrapped
+    wrapped, message = _prepared(obj, _plans.plan_of(type(obj)), transport)
     try:
         if threshold >= _limits.SPLICE_THRESHOLD:
             try:  # no tensor/ndarray of _limits.SPLICE_THRESHOLD bytes or more: one frame, as encode()

@@ -18,6 +18,7 @@ from conformance.compare import differences
 from conformance.every_arm import EveryArmBuilder
 from conformance.every_edge import edge_sends
 from reference_impl import _codec_fast, _codec_keys, _codec_plan, codec, io_struct, pickle_wrapper
+from reference_impl._codec_limits import ARRAY_LIST_MIN
 from reference_impl.errors import WireError
 from reference_tools.adapter import ReferenceAdapter
 
@@ -84,6 +85,15 @@ def plan_disagreements(obj: Any) -> list[str]:
         out.append("wrap: the plan's message encodes differently from the slow path's")
     if _encoded(obj) != before:
         out.append("wrap: the caller's object was modified")
+    # the checks written for the type say what their definitions say
+    opaque_set = any(getattr(obj, n) is not None for n in plan.opaque)
+    if plan.has_opaque_values(obj) != opaque_set:
+        out.append(f"has_opaque_values: {plan.has_opaque_values(obj)}, a field is {'' if opaque_set else 'not '}set")
+    long_arrays = any(type(v) is list and len(v) >= ARRAY_LIST_MIN for v in map(lambda n: getattr(obj, n), plan.arrays))
+    want = ((_codec_plan.WRAP if opaque_set else 0) | (_codec_plan.SCAN if plan.needs_key_scan(obj) else 0)
+            | (_codec_plan.ARRAYS if long_arrays else 0))
+    if plan.send_work(obj) != want:
+        out.append(f"send_work: {plan.send_work(obj)} != {want}")
     # the collision scan is skipped only where the full scan finds nothing
     if not plan.needs_key_scan(obj) and _codec_keys.find_collision(obj) is not None:
         out.append("key scan skipped on a message with colliding keys")
@@ -115,7 +125,7 @@ def test_the_plan_agrees_with_the_slow_path(instances, name):
 def test_the_engine_step_messages():
     from reference_tools.bench import engine_samples
 
-    for n in (1, 3):
+    for n in (1, 3, ARRAY_LIST_MIN):
         for obj in (engine_samples.scheduler_output(n), engine_samples.detokenizer_output(n)):
             assert obj.time_stats is not None
             assert not plan_disagreements(obj)
@@ -157,6 +167,19 @@ def test_a_broken_plan_is_caught(instances, monkeypatch):
     obj = msgspec.structs.replace(instances["BatchTokenIDOutput"][0], customized_info={"k": [1]})
     found = plan_disagreements(obj)
     assert any(f.startswith("wrap:") for f in found), found
+
+
+def test_checks_written_from_a_broken_plan_are_caught(instances, monkeypatch):
+    """Planted: the checks of BatchTokenIDOutput are written without its finished_reasons field, so
+    a finished request's reason is never scanned for colliding keys."""
+    cls = CLASSES["BatchTokenIDOutput"]
+    broken = _codec_plan.Plan(cls)
+    broken.maps = tuple(f for f in broken.maps if f != "finished_reasons")
+    broken.has_opaque_values, broken.send_work = _codec_plan._written_checks(broken)
+    monkeypatch.setitem(_codec_plan._plans, cls, broken)
+    obj = msgspec.structs.replace(instances["BatchTokenIDOutput"][0], finished_reasons=[{"type": "stop"}],
+                                  beam_search_output=None, cached_tokens_details=None)
+    assert any(f.startswith("send_work:") for f in plan_disagreements(obj))
 
 
 def test_the_logging_switch_is_read_once(monkeypatch):
