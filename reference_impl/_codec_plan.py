@@ -133,7 +133,8 @@ def _written_checks(plan: Plan) -> tuple[Callable[[Any], bool], Callable[[Any], 
               f"    return work\n")
     names: dict[str, Any] = {"WRAP": WRAP, "SCAN": SCAN, "ARRAYS": ARRAYS, "ARRAY_LIST_MIN": ARRAY_LIST_MIN,
                              "needs_key_scan": plan.needs_key_scan}
-    exec(compile(source, f"<checks of {plan.cls!r}>", "exec"), names)  # attribute names only (identifiers; a keyword through getattr)
+    # The source holds attribute names only: identifiers (a struct's slots), a keyword through getattr.
+    exec(compile(source, f"<checks of {plan.cls!r}>", "exec"), names)
     return names["has_opaque_values"], names["send_work"]
 
 
