@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 from contextlib import asynccontextmanager
 from typing import AsyncIterator, Callable, Optional
 
+import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -81,6 +83,21 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
+
+
+class HTTPServer(uvicorn.Server):
+    """uvicorn's server, telling the tokenizer manager when its shutdown begins (before it waits
+    for open connections), so that in-flight requests end at once with a 503 instead of running
+    on until the grace period cancels each one (one logged traceback apiece: at c=1024, 3.6 s of
+    the tokenizer manager's CPU)."""
+
+    def __init__(self, config: uvicorn.Config, on_shutdown_start: Callable[[], None]) -> None:
+        super().__init__(config)
+        self.on_shutdown_start = on_shutdown_start
+
+    async def shutdown(self, sockets: Optional[list[socket.socket]] = None) -> None:
+        self.on_shutdown_start()
+        await super().shutdown(sockets)
 
 
 def build_app(tm: TokenizerManager, on_shutdown: Optional[Callable[[], None]] = None,

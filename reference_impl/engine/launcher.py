@@ -146,7 +146,7 @@ def launch_server(config: EngineConfig) -> None:
     engine = EngineProcesses(config)
     try:
         engine.start()
-        from .http_api import build_app  # imported while the children load
+        from .http_api import HTTPServer, build_app  # imported while the children load
         from .tokenizer_manager import TokenizerManager
 
         engine.wait_ready()
@@ -162,9 +162,10 @@ def launch_server(config: EngineConfig) -> None:
         assert engine.ipc is not None  # start() made it
         tm = TokenizerManager(config, engine.ipc, engine.children, on_child_death=on_child_death)
         app = build_app(tm, on_shutdown=engine.shutdown, max_body_bytes=config.max_request_bytes)
-        server = uvicorn.Server(uvicorn.Config(app, host=config.host, port=config.port, log_config=None,
-                                               log_level=config.log_level, access_log=config.log_level == "debug",
-                                               timeout_graceful_shutdown=3, lifespan="on"))
+        server = HTTPServer(uvicorn.Config(app, host=config.host, port=config.port, log_config=None,
+                                           log_level=config.log_level, access_log=config.log_level == "debug",
+                                           timeout_graceful_shutdown=3, lifespan="on"),
+                            on_shutdown_start=tm.begin_stopping)
         freeze_startup_heap()
         with profiled(TOKENIZER_MANAGER, config.profile_dir):
             server.run()  # handles SIGINT/SIGTERM itself, then re-raises the signal (caught here)

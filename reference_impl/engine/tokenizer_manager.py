@@ -155,8 +155,15 @@ class TokenizerManager:
                        asyncio.create_task(self._watch_children(), name="tm-watch")]
         logger.info("tokenizer_manager started; IPC transport: %s", self.config.transport)
 
-    async def stop(self) -> None:
+    def begin_stopping(self) -> None:
+        """Shutdown has begun: new requests are refused and every in-flight one ends now with a
+        503 (a stream: an error event, then [DONE]), so that its connection closes within the
+        HTTP server's grace period instead of being cancelled at its end with a logged traceback."""
         self.stopping = True
+        self._fail_all(EngineError("the server is shutting down", 503))
+
+    async def stop(self) -> None:
+        self.begin_stopping()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -164,7 +171,6 @@ class TokenizerManager:
                 await task
             except (asyncio.CancelledError, Exception):  # noqa: BLE001 - shutting down: its error no longer matters
                 pass
-        self._fail_all(EngineError("the server is shutting down", 503))
         self.receiver.close()
         self.sender.close()
         self.ctx.term()
@@ -385,7 +391,7 @@ class TokenizerManager:
                                       504) from None
                 if isinstance(item, Exception):
                     raise item
-                if type(item) is _Chunk:
+                if isinstance(item, _Chunk):
                     item = {"text": item.text, "output_ids": state.output_ids[:item.output_ids_len],
                             "meta_info": item.meta_info}
                 yield item

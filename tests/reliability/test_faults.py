@@ -6,7 +6,9 @@ dead process; a stream gets an error event and [DONE]) - none hangs, none is sil
 lost; /health turns 503 and names it; new requests are refused at once; and the server
 then either shuts down by itself (--exit-on-child-death) or on SIGTERM, leaving no
 process and no IPC socket file behind. Killing the server process itself makes the
-children exit on their own.
+children exit on their own. Stopping the server (SIGTERM) in the middle of a load ends every
+in-flight request at once with a 503 "shutting down" (a stream: an error event and [DONE]),
+within the HTTP server's grace period, without a traceback logged per request.
 """
 
 from __future__ import annotations
@@ -141,6 +143,46 @@ def test_detokenizer_killed_mid_load_server_exits_by_itself(server_factory):
     assert code == 3, f"exit code {code}:\n{server.log_tail()}"
     assert report == {"orphans": {}, "ipc_dir_left": False}, report
     assert "engine process died: detokenizer" in server.log_text()
+
+
+GRACE_S = 3.0  # the HTTP server's timeout_graceful_shutdown (reference_impl/engine/launcher.py)
+
+
+async def _load_then_stop(server: Server) -> tuple[list[Outcome], float]:
+    """IN_FLIGHT long requests; once a stream produced a token, SIGTERM the server itself."""
+    started = asyncio.Event()
+    async with async_client(server.url, IN_FLIGHT, timeout=60) as client:
+        tasks = [asyncio.ensure_future(generate(client, f"stop-{i}", stream=i % 2 == 0, max_new_tokens=LONG,
+                                                started=started if i % 2 == 0 else None))
+                 for i in range(IN_FLIGHT)]
+        await asyncio.wait_for(started.wait(), 60)
+        await asyncio.sleep(0.3)  # let every request get admitted
+        assert server.proc is not None
+        server.proc.send_signal(signal.SIGTERM)
+        stopped_at = time.monotonic()
+        outcomes = list(await asyncio.gather(*tasks))
+    return outcomes, stopped_at
+
+
+def test_server_stopped_mid_load_ends_every_request_at_once(server_factory):
+    server = server_factory()
+    outcomes, stopped_at = asyncio.run(_load_then_stop(server))
+    failed = [o for o in outcomes if not o.complete]
+    assert failed, "no request was in flight when the server was stopped"
+    for o in failed:
+        assert o.error is not None, f"{o.rid}: no explicit error ({o.transport_error or 'nothing'})"
+        assert o.error.get("code") == 503 and "shutting down" in o.error.get("message", ""), (o.rid, o.error)
+        assert o.ended_at - stopped_at < GRACE_S, f"{o.rid} ended {o.ended_at - stopped_at:.1f} s after SIGTERM"
+        assert o.problems == [], o.problems
+        if o.stream:
+            assert o.status == 200 and o.done_markers == 1, o
+        else:
+            assert o.status == 503, o
+    report = server.stop(signal.SIGTERM)  # already stopping: waits for the exit
+    RESULTS["server stopped"] = {"in_flight": len(outcomes), "ended_with_503": len(failed),
+                                 "slowest_s": round(max(o.ended_at - stopped_at for o in failed), 2)}
+    assert report == {"exit_code": 0, "hung": False, "orphans": {}, "ipc_dir_left": False}, report
+    assert "Exception in ASGI application" not in server.log_text()
 
 
 def test_zzz_report():
