@@ -571,3 +571,56 @@ def test_a_server_that_exits_at_start_says_why():
     finally:
         server.stop()
     assert server.log.closed
+
+
+class _BusyThenIdle:
+    """A real HTTP server answering /get_server_info: the first poll late, then `in_flight` from
+    `answers` in turn (the last one repeated)."""
+
+    def __init__(self, answers: list[int], first_delay_s: float) -> None:
+        import http.server
+        import threading
+
+        self.polls = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                outer.polls += 1
+                if outer.polls == 1:
+                    import time
+
+                    time.sleep(first_delay_s)
+                body = json.dumps({"in_flight": {"requests": answers[min(outer.polls, len(answers)) - 1]}})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_wait_idle_waits_for_a_server_too_busy_to_answer_at_once():
+    """A server that does not answer a poll in time is busy, not idle: the next round would start
+    beside its leftover requests (and a profiled server was stopped with a thousand of them)."""
+    busy = _BusyThenIdle([5, 2, 0], first_delay_s=0.6)
+    try:
+        assert sb.wait_idle(busy.url, timeout=10, poll_timeout=0.2)
+        assert busy.polls >= 3  # the late poll, then 2 in flight, then idle
+    finally:
+        busy.close()
+    never = _BusyThenIdle([1], first_delay_s=0.0)
+    try:
+        assert not sb.wait_idle(never.url, timeout=0.5, poll_timeout=0.2)
+    finally:
+        never.close()
+    assert sb.wait_idle("http://127.0.0.1:9", timeout=1)  # nothing listening: nothing to wait for

@@ -639,18 +639,31 @@ def _wrk_summary(w: Any, input_len: int, output_len: int, sent: int) -> dict:
             "e2e_ms": dict(w.latency_ms) if w.latency_ms else dict(nan)}
 
 
-def wait_idle(url: str, timeout: float = 60.0) -> None:
-    """Until the server holds no request (wrk leaves its last ones in flight; the server aborts them)."""
+def wait_idle(url: str, timeout: float = 60.0, poll_timeout: float = 5.0) -> bool:
+    """Until the server holds no request (wrk leaves its last ones in flight; the server aborts
+    them), at most `timeout` s: True once idle (or gone, or not saying: nothing to wait for),
+    False at the deadline. A server too busy to answer a poll within `poll_timeout` is not idle
+    (taking it for idle let a profiled server be stopped with a thousand streams still running,
+    and would let the next round start beside them on the engine's core)."""
     import httpx
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            if httpx.get(url + "/get_server_info", timeout=5).json().get("in_flight", {}).get("requests", 0) == 0:
-                return
+            info = httpx.get(url + "/get_server_info", timeout=poll_timeout).json()
+            if info.get("in_flight", {}).get("requests", 0) == 0:
+                return True
+        except httpx.TimeoutException:
+            continue  # busy: ask again
         except (httpx.HTTPError, ValueError):
-            return
+            return True
         time.sleep(0.1)
+    return False
+
+
+def _settle(url: str, transport: str, say: Callable[[str], None]) -> None:
+    if not wait_idle(url):
+        say(f"the {transport} server still held requests 60 s after its round; the next round runs beside them")
 
 
 def run(s: Settings, log: Optional[Callable[[str], None]] = None) -> dict:
@@ -724,7 +737,7 @@ def _level(s: Settings, stream: bool, concurrency: int, n: int, fixed: dict[str,
             for transport in order:
                 one_round(targets[transport], client, warm, s, min(s.warmup, concurrency), s.seed, stream,
                           pids[transport], placement)
-                wait_idle(targets[transport])
+                _settle(targets[transport], transport, say)
         prompts = make_prompts(n, s.input_len, s.seed)
         runs: dict[str, list[dict]] = {t: [] for t in order}
         raw: dict[str, list] = {t: [] for t in order}
@@ -736,7 +749,7 @@ def _level(s: Settings, stream: bool, concurrency: int, n: int, fixed: dict[str,
                                              stream, pids[transport], placement)
                 runs[transport].append(summary)
                 raw[transport].append(results)
-                wait_idle(targets[transport])
+                _settle(targets[transport], transport, say)
     finally:
         for server in servers:
             server.stop()
