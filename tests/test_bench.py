@@ -5,11 +5,14 @@ each must give exactly the bytes / values / errors of the plain path. No timing 
 from __future__ import annotations
 
 import array
+import http.server
 import json
 import math
 import os
 import random
 import shutil
+import threading
+import time
 
 import msgspec
 import numpy as np
@@ -578,18 +581,13 @@ class _BusyThenIdle:
     `answers` in turn (the last one repeated)."""
 
     def __init__(self, answers: list[int], first_delay_s: float) -> None:
-        import http.server
-        import threading
-
         self.polls = 0
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            def do_GET(self) -> None:
                 outer.polls += 1
                 if outer.polls == 1:
-                    import time
-
                     time.sleep(first_delay_s)
                 body = json.dumps({"in_flight": {"requests": answers[min(outer.polls, len(answers)) - 1]}})
                 self.send_response(200)
