@@ -77,11 +77,12 @@ _WIRES = (("os", ("system", "popen", "execv", "execve", "execl", "execvp", "spaw
 
 
 # Callers that use these functions for their own ends while a message decodes: typing
-# evaluates string annotations, imports exec module code. Any other caller - above all the
-# frame that called pickle.load(s) (C pickle calls the global it loaded straight from there)
-# - trips the wire.
+# evaluates string annotations, imports exec module code, dataclasses and the codec's plans
+# (reference_impl/_codec_plan.py, the first time a message type is met) exec functions written
+# from a class's own field names. Any other caller - above all the frame that called
+# pickle.load(s) (C pickle calls the global it loaded straight from there) - trips the wire.
 _OWN_USE = ("/typing.py", "/dataclasses.py", "<frozen importlib._bootstrap>",
-            "<frozen importlib._bootstrap_external>", "/importlib/__init__.py")
+            "<frozen importlib._bootstrap_external>", "/importlib/__init__.py", "/reference_impl/_codec_plan.py")
 
 
 def _called_by_unpickling(frame: Any) -> bool:

@@ -188,6 +188,8 @@ KNOWN_SINKS = {
     ("reference_impl/pickle_wrapper.py", "unwrap_value"): "AllowListUnpickler: trusted peers, allow-listed globals",
     ("reference_impl/testee.py", "_decode"): "the testee's pickle transport: its peer is the runner that started it",
     ("reference_impl/testee.py", "<lambda>"): "--break unsafe-receive: the deliberate RCE sink the suite must flag",
+    ("reference_impl/_codec_plan.py", "_written_checks"):
+        "exec of two functions written from a message type's own field names, as dataclasses does; no wire byte",
 }
 SINK_CALLS = {("pickle", "loads"), ("pickle", "load"), ("pickle", "Unpickler"), ("marshal", "loads"),
               ("dill", "loads"), ("dill", "load"), ("torch", "load"), ("yaml", "load"), ("yaml", "unsafe_load"),
