@@ -58,8 +58,8 @@ def _tuple_getter(names: tuple[str, ...]) -> Optional[Callable[[Any], tuple[Any,
 class Plan:
     """What a send or receive of one struct type has to do, from its declared field types."""
 
-    __slots__ = ("cls", "direct", "nested", "opaque", "maps", "arrays", "opaque_values", "direct_values",
-                 "nested_values", "map_values", "has_opaque_values", "send_work")
+    __slots__ = ("cls", "direct", "nested", "opaque", "maps", "arrays", "direct_values", "nested_values",
+                 "map_values", "has_opaque_values", "send_work")
 
     def __init__(self, cls: type) -> None:
         self.cls = cls
@@ -70,7 +70,6 @@ class Plan:
         self.opaque = self.direct + self.nested
         self.maps = _codec_keys.map_fields(cls) if is_struct else ()
         self.arrays = array_list_fields(cls) if is_struct else ()
-        self.opaque_values = _tuple_getter(self.opaque)
         self.direct_values = _tuple_getter(self.direct)
         self.nested_values = _tuple_getter(self.nested)
         self.map_values = _tuple_getter(self.maps)
