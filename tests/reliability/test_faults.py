@@ -17,6 +17,7 @@ import asyncio
 import os
 import signal
 import time
+from typing import Callable
 
 import httpx
 import pytest
@@ -34,20 +35,26 @@ ERROR_WITHIN_S = 5.0
 RESULTS: dict = {}
 
 
-async def _load_then_kill(server: Server, victim: str, kill_after_streams: int) -> tuple[list[Outcome], float]:
-    """IN_FLIGHT long requests; once `kill_after_streams` streams produced a token, SIGKILL the victim."""
-    pid = server.info["pids"][victim]
+async def _load_then(server: Server, prefix: str, act: Callable[[], None]) -> tuple[list[Outcome], float]:
+    """IN_FLIGHT long requests (half streaming); once a stream produced a token, act (a kill, a
+    stop): the outcomes and when it acted."""
     started = asyncio.Event()
     async with async_client(server.url, IN_FLIGHT, timeout=60) as client:
-        tasks = [asyncio.ensure_future(generate(client, f"{victim}-{i}", stream=i % 2 == 0, max_new_tokens=LONG,
+        tasks = [asyncio.ensure_future(generate(client, f"{prefix}-{i}", stream=i % 2 == 0, max_new_tokens=LONG,
                                                 started=started if i % 2 == 0 else None))
                  for i in range(IN_FLIGHT)]
         await asyncio.wait_for(started.wait(), 60)
         await asyncio.sleep(0.3)  # let every request get admitted
-        os.kill(pid, signal.SIGKILL)
-        killed_at = time.monotonic()
+        act()
+        acted_at = time.monotonic()
         outcomes = list(await asyncio.gather(*tasks))
-    return outcomes, killed_at
+    return outcomes, acted_at
+
+
+async def _load_then_kill(server: Server, victim: str) -> tuple[list[Outcome], float]:
+    """SIGKILL the victim process in the middle of the load."""
+    pid = server.info["pids"][victim]
+    return await _load_then(server, victim, lambda: os.kill(pid, signal.SIGKILL))
 
 
 def _check_in_flight_requests_failed_fast(victim: str, outcomes: list[Outcome], killed_at: float) -> dict:
@@ -100,7 +107,7 @@ def server_factory(tmp_path, model_cache):
 
 def test_scheduler_killed_mid_load(server_factory):
     server = server_factory(dp_size=2)
-    outcomes, killed_at = asyncio.run(_load_then_kill(server, "scheduler_1", IN_FLIGHT // 2))
+    outcomes, killed_at = asyncio.run(_load_then_kill(server, "scheduler_1"))
     numbers = _check_in_flight_requests_failed_fast("scheduler_1", outcomes, killed_at)
     numbers.update(_check_unhealthy_and_refusing(server, "scheduler_1"))
     report = server.stop(signal.SIGTERM)
@@ -111,7 +118,7 @@ def test_scheduler_killed_mid_load(server_factory):
 
 def test_controller_killed_mid_load_then_server_process_killed(server_factory):
     server = server_factory()
-    outcomes, killed_at = asyncio.run(_load_then_kill(server, "controller", IN_FLIGHT // 2))
+    outcomes, killed_at = asyncio.run(_load_then_kill(server, "controller"))
     numbers = _check_in_flight_requests_failed_fast("controller", outcomes, killed_at)
     numbers.update(_check_unhealthy_and_refusing(server, "controller"))
     # Now the server process itself dies without cleaning up: the remaining children must notice
@@ -132,7 +139,7 @@ def test_controller_killed_mid_load_then_server_process_killed(server_factory):
 
 def test_detokenizer_killed_mid_load_server_exits_by_itself(server_factory):
     server = server_factory(args=("--exit-on-child-death",))
-    outcomes, killed_at = asyncio.run(_load_then_kill(server, "detokenizer", IN_FLIGHT // 2))
+    outcomes, killed_at = asyncio.run(_load_then_kill(server, "detokenizer"))
     numbers = _check_in_flight_requests_failed_fast("detokenizer", outcomes, killed_at)
     code = server.wait_exit(15)
     numbers["exit_code"] = code
@@ -149,19 +156,9 @@ GRACE_S = 3.0  # the HTTP server's timeout_graceful_shutdown (reference_impl/eng
 
 
 async def _load_then_stop(server: Server) -> tuple[list[Outcome], float]:
-    """IN_FLIGHT long requests; once a stream produced a token, SIGTERM the server itself."""
-    started = asyncio.Event()
-    async with async_client(server.url, IN_FLIGHT, timeout=60) as client:
-        tasks = [asyncio.ensure_future(generate(client, f"stop-{i}", stream=i % 2 == 0, max_new_tokens=LONG,
-                                                started=started if i % 2 == 0 else None))
-                 for i in range(IN_FLIGHT)]
-        await asyncio.wait_for(started.wait(), 60)
-        await asyncio.sleep(0.3)  # let every request get admitted
-        assert server.proc is not None
-        server.proc.send_signal(signal.SIGTERM)
-        stopped_at = time.monotonic()
-        outcomes = list(await asyncio.gather(*tasks))
-    return outcomes, stopped_at
+    """SIGTERM the server itself in the middle of the load."""
+    assert server.proc is not None
+    return await _load_then(server, "stop", lambda: server.proc.send_signal(signal.SIGTERM))
 
 
 def test_server_stopped_mid_load_ends_every_request_at_once(server_factory):
