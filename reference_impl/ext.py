@@ -17,7 +17,7 @@ import sys
 import warnings
 from functools import lru_cache
 from itertools import repeat
-from operator import attrgetter, getitem
+from operator import attrgetter, countOf, getitem
 from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
 
 import msgspec
@@ -66,6 +66,11 @@ _typecode = attrgetter("typecode")
 _ext_code = attrgetter("code")
 _ext_data = attrgetter("data")
 _TAIL = slice(_ARRAY_HEADER_LEN, None)
+_starts_with = bytes.startswith
+# Up to about this many payload bytes, arrays_from_exts checks their headers in one comparison;
+# beyond it (and the allocator's 128 KiB mmap threshold) the two joined copies cost more than a
+# call per payload: 2.9 against 0.4 ms for 1024 arrays of 200 ids.
+_JOINED_CHECK_MAX = 96 * 1024
 
 
 # -- batched List[array] (performance only; the bytes are those msgspec writes per element) --
@@ -150,9 +155,13 @@ def arrays_from_exts(exts: list[Any]) -> Optional[list[array.array[Any]]]:
     if typecode is None:
         return None
     tails = list(map(getitem, datas, repeat(_TAIL)))
-    # Every payload starts with `head` exactly when the payloads laid end to end equal
-    # head + tail, head + tail, ...: one comparison instead of a check per element.
-    if b"".join(datas) != head + head.join(tails):
+    if len(datas) * (len(datas[0]) + len(datas[-1])) <= 2 * _JOINED_CHECK_MAX:
+        # Every payload starts with `head` exactly when the payloads laid end to end equal
+        # head + tail, head + tail, ...: one comparison instead of a check per element.
+        same_heads = b"".join(datas) == head + head.join(tails)
+    else:  # long arrays laid end to end would be copied twice more: each payload is asked instead
+        same_heads = countOf(map(_starts_with, datas, repeat(head)), True) == len(datas)
+    if not same_heads:
         return None
     try:
         return list(map(array.array, repeat(typecode), tails))

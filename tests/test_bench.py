@@ -442,25 +442,28 @@ def _with_ext(data: bytes, old: bytes, new: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("change", ["code", "metadata", "length", "typecode"])
-def test_odd_array_ext_in_a_large_batch_decodes_like_the_plain_path(change):
-    ids = [array.array("q", [i, i + 1]) for i in range(40)]
-    ids[5] = array.array("q", [123456789, 987654321])
+@pytest.mark.parametrize("rows, width", [(40, 2), (400, 40)], ids=["short arrays", "long arrays"])
+def test_odd_array_ext_in_a_large_batch_decodes_like_the_plain_path(change, rows, width):
+    # Short and long arrays: the fast decoder checks their headers in two different ways.
+    ids = [array.array("q", range(i, i + width)) for i in range(rows)]
+    odd = array.array("q", range(123456789, 123456789 + width))
+    ids[5] = odd
     data = codec.encode(_batch(ids), "msgpack")
     assert len(data) >= _codec_limits.FAST_DECODE_MIN  # the fast decoder sees it first
-    payload = ext.buffer_header("q") + array.array("q", [123456789, 987654321]).tobytes()
-    marker = bytes((0xC7, len(payload), 1)) + payload
+    payload = ext.buffer_header("q") + odd.tobytes()
+    marker = ext.ext_header(ext.EXT_ARRAY, len(payload)) + payload
     if change == "code":  # an ext code the reference does not know: stays an Ext, fails validation
-        bad = _with_ext(data, marker, bytes((0xC7, len(payload), 9)) + payload)
+        bad = _with_ext(data, marker, ext.ext_header(9, len(payload)) + payload)
     elif change == "metadata":  # the typecode as str8 instead of fixstr: still a valid array
         meta = b"\xd9\x01q"
         body = len(meta).to_bytes(4, "big") + meta + payload[6:]
-        bad = _with_ext(data, marker, bytes((0xC7, len(body), 1)) + body)
-    elif change == "length":  # 15 bytes of int64s
+        bad = _with_ext(data, marker, ext.ext_header(ext.EXT_ARRAY, len(body)) + body)
+    elif change == "length":  # not a whole number of int64s
         body = payload[:-1]
-        bad = _with_ext(data, marker, bytes((0xC7, len(body), 1)) + body)
-    else:  # typecode 'i': the bytes reinterpreted as 4 int32s
+        bad = _with_ext(data, marker, ext.ext_header(ext.EXT_ARRAY, len(body)) + body)
+    else:  # typecode 'i': the bytes reinterpreted as int32s
         body = ext.buffer_header("i") + payload[6:]
-        bad = _with_ext(data, marker, bytes((0xC7, len(body), 1)) + body)
+        bad = _with_ext(data, marker, ext.ext_header(ext.EXT_ARRAY, len(body)) + body)
     try:
         want = ("ok", _plain_path(bad))
     except WireError as exc:
