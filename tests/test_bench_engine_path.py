@@ -76,3 +76,16 @@ def test_piece_accounting_without_sglang_is_one_line_and_exit_2(capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1].startswith("python -m reference_tools.bench.engine_samples: error: "
                               "--impl sglang: cannot import SGLang")
+
+
+def test_the_final_samples_are_what_a_request_answered_as_one_json_gets():
+    out = es.scheduler_output(3, generated=es.FINAL_TOKENS, final=True)
+    assert [len(ids) for ids in out.decode_ids] == [es.FINAL_TOKENS] * 3  # every token at once
+    assert all(reason == {"type": "length", "length": es.FINAL_TOKENS} for reason in out.finished_reasons)
+    text = es.detokenizer_output(3, final=True)
+    assert [len(ids) for ids in text.output_ids] == [es.FINAL_TOKENS] * 3 and all(text.output_strs)
+    for transport in ("pickle", "msgpack"):
+        back = es.engine_receive(transport)(es.engine_send(transport)(text))
+        assert es.same_delivery(back, text)
+    names = [name for name, _, _ in es.samples((1, 64))]
+    assert names[-2:] == ["engine final BatchTokenIDOutput x64", "engine final BatchStrOutput x64"]

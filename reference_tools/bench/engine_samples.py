@@ -7,7 +7,9 @@ Messages (one row and a batch):
   scheduler_recv, prefill_done, first_token stamps and a trace carrier - in the PickleWrapper
   field ``time_stats`` as a ``TimeStatsBatch``);
 - ``BatchStrOutput``: what the detokenizer makes of it (``Detokenizer.detokenize``: the text
-  delta, the time stats stamped ``detokenized``), sent on to the tokenizer manager.
+  delta, the time stats stamped ``detokenized``), sent on to the tokenizer manager;
+- ``engine final ...``: the same two messages for requests answered as one JSON, which get a
+  single output when they finish, with all their tokens (200, the seed's output length).
 
 Paths (what ``reference_impl.engine.ipc`` runs, less the socket):
 - send: ``codec.encode(obj, transport)`` (what ``Sender.send`` -> ``zmq_io.send`` calls: the
@@ -48,6 +50,7 @@ SGLANG_ENGINE_PICKLE, SGLANG_ENGINE_MSGPACK = "sglang engine pickle", "sglang en
 SGLANG_ENGINE_TRANSPORTS = {SGLANG_ENGINE_PICKLE: "pickle", SGLANG_ENGINE_MSGPACK: "msgpack"}
 SGLANG_COUNTERPART = {ENGINE_PICKLE: SGLANG_ENGINE_PICKLE, ENGINE_MSGPACK: SGLANG_ENGINE_MSGPACK}
 SIZES = (1, 64)  # requests per step message: a lone request, a batch
+FINAL_TOKENS = 200  # the seed's output length: what a final output of a request answered as one JSON holds
 
 
 def _stats(rid: str, i: int) -> Any:
@@ -59,8 +62,10 @@ def _stats(rid: str, i: int) -> Any:
     return stats
 
 
-def scheduler_output(n: int, input_len: int = 1024, generated: int = 10) -> Any:
-    """One decode step's BatchTokenIDOutput for n requests, by Scheduler._batch_output."""
+def scheduler_output(n: int, input_len: int = 1024, generated: int = 10, final: bool = False) -> Any:
+    """One decode step's BatchTokenIDOutput for n requests, by Scheduler._batch_output. final: the
+    output of n requests answered as one JSON, which the scheduler sends once, when they finish:
+    every generated token, the finish reason."""
     from reference_impl.engine.scheduler import Req, Scheduler
     from reference_impl.io_struct import SamplingParams
 
@@ -70,19 +75,23 @@ def scheduler_output(n: int, input_len: int = 1024, generated: int = 10) -> Any:
                   stream=False, return_logprob=False, logprob_start_len=-1, top_logprobs_num=0,
                   token_ids_logprob=None, return_hidden_states=False, time_stats=_stats(f"req-{i:08x}", i))
         req.output_ids = [65 + (j + i) % 26 for j in range(generated)]
-        req.sent_len = generated - 1  # one new token since the last output: a decode step
+        if final:
+            req.finished_reason = {"type": "length", "length": generated}
+        else:
+            req.sent_len = generated - 1  # one new token since the last output: a decode step
         reqs.append(req)
     scheduler = types.SimpleNamespace(dp_rank=0)
     return Scheduler._batch_output(scheduler, reqs)  # type: ignore[arg-type]
 
 
-def detokenizer_output(n: int) -> Any:
+def detokenizer_output(n: int, final: bool = False) -> Any:
     """What the detokenizer sends for that step (BatchStrOutput), by Detokenizer.detokenize."""
     from reference_impl import codec
     from reference_impl.engine.detokenizer import Detokenizer
     from reference_impl.engine.tokenizer import ByteTokenizer
 
-    received = codec.decode(codec.encode(scheduler_output(n), "msgpack"), "msgpack", allow_pickle=True)
+    step = scheduler_output(n, generated=FINAL_TOKENS, final=True) if final else scheduler_output(n)
+    received = codec.decode(codec.encode(step, "msgpack"), "msgpack", allow_pickle=True)
     detok = types.SimpleNamespace(states={}, tokenizer=ByteTokenizer(), tracing=types.SimpleNamespace(enabled=False))
     detok._text_delta = types.MethodType(Detokenizer._text_delta, detok)
     return Detokenizer.detokenize(detok, received)  # type: ignore[arg-type]
@@ -204,13 +213,19 @@ def engine_receive_sglang(transport: str) -> Callable[[Any], Any]:
 
 def samples(sizes: tuple[int, ...] = SIZES) -> list[tuple[str, Callable[[Any], Any], tuple[str, ...]]]:
     """(payload name, builder(classes), implementations) for every engine-path sample: the step
-    message BatchTokenIDOutput for the reference and SGLang, BatchStrOutput for the reference."""
+    message BatchTokenIDOutput for the reference and SGLang, BatchStrOutput for the reference, and
+    the final outputs of the largest size (reference)."""
     out: list[tuple[str, Callable[[Any], Any], tuple[str, ...]]] = []
     for n in sizes:
         out.append((f"engine step BatchTokenIDOutput x{n}",
                     lambda classes, n=n: sglang_scheduler_output(n) if is_sglang(classes) else scheduler_output(n),
                     ("reference", "sglang")))
         out.append((f"engine step BatchStrOutput x{n}", lambda classes, n=n: detokenizer_output(n), ("reference",)))
+    # Requests answered as one JSON get a single output, when they finish: all their tokens at once.
+    n = max(sizes)
+    out.append((f"engine final BatchTokenIDOutput x{n}",
+                lambda classes: scheduler_output(n, generated=FINAL_TOKENS, final=True), ("reference",)))
+    out.append((f"engine final BatchStrOutput x{n}", lambda classes: detokenizer_output(n, final=True), ("reference",)))
     return out
 
 
