@@ -89,7 +89,7 @@ def plan_disagreements(obj: Any) -> list[str]:
     opaque_set = any(getattr(obj, n) is not None for n in plan.opaque)
     if plan.has_opaque_values(obj) != opaque_set:
         out.append(f"has_opaque_values: {plan.has_opaque_values(obj)}, a field is {'' if opaque_set else 'not '}set")
-    long_arrays = any(type(v) is list and len(v) >= ARRAY_LIST_MIN for v in map(lambda n: getattr(obj, n), plan.arrays))
+    long_arrays = any(type(v) is list and len(v) >= ARRAY_LIST_MIN for v in (getattr(obj, n) for n in plan.arrays))
     want = ((_codec_plan.WRAP if opaque_set else 0) | (_codec_plan.SCAN if plan.needs_key_scan(obj) else 0)
             | (_codec_plan.ARRAYS if long_arrays else 0))
     if plan.send_work(obj) != want:
