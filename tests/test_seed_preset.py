@@ -49,6 +49,11 @@ def test_every_round_is_long_enough_to_decide(wrk_installed):
     s = _settings("--preset", "seed")
     assert s.num_prompts == [640, 2048] and s.json_prompts_factor == 8
     assert _settings("--preset", "seed", "--concurrency", "1024", "--num-prompts", "2048").json_prompts_factor == 1
+    # One level of the preset runs as it does in the whole preset (it had 2.3-s JSON rounds).
+    one = _settings("--preset", "seed", "--concurrency", "1024")
+    assert one.num_prompts == [2048] and one.json_prompts_factor == 8
+    other = _settings("--preset", "seed", "--concurrency", "256")
+    assert other.num_prompts == [512] and other.json_prompts_factor == 8
 
 
 def _engine_bound_level(round_s: list[float]) -> dict:

@@ -160,7 +160,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--transport", action="append", choices=list(TRANSPORTS), default=[],
                    help="only this transport (repeatable; default both)")
     p.add_argument("--concurrency", type=_int_list, help="max concurrent requests, comma list (e.g. 1,256)")
-    p.add_argument("--num-prompts", type=_int_list, help="requests per run, comma list matching --concurrency")
+    p.add_argument("--num-prompts", type=_int_list,
+                   help="requests per run, comma list matching --concurrency (default: the preset's for its own "
+                        "levels, its JSON levels multiplied as in the preset; 2 x concurrency for others)")
     p.add_argument("--input-len", type=int, help="prompt tokens per request")
     p.add_argument("--output-len", type=int, help="generated tokens per request (ignore_eos)")
     p.add_argument("--request-rate", type=float, help="requests/s, Poisson arrivals (default inf: all at once)")
@@ -206,8 +208,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     if getattr(args, "stream", None) is not None:
         s.streams = [args.stream]
     if args.concurrency is not None and args.num_prompts is None:
-        s.num_prompts = [max(8, 2 * c) for c in s.concurrency]
-    if args.concurrency is not None or args.num_prompts is not None:
+        # A level of the preset keeps its request count (and its JSON levels' factor): one level
+        # of a preset runs as it does in the whole preset; another level gets two per slot.
+        counts = dict(zip(base["concurrency"], base["num_prompts"]))
+        s.num_prompts = [counts.get(c, max(8, 2 * c)) for c in s.concurrency]
+    if args.num_prompts is not None:
         s.json_prompts_factor = 1  # the counts asked for, as given
     s.urls = list(args.url)
     s.transports = list(dict.fromkeys(args.transport)) or list(TRANSPORTS)
