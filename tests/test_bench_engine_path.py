@@ -79,7 +79,7 @@ def test_piece_accounting_without_sglang_is_one_line_and_exit_2(capsys):
 
 
 def test_the_final_samples_are_what_a_request_answered_as_one_json_gets():
-    out = es.scheduler_output(3, generated=es.FINAL_TOKENS, final=True)
+    out = es.scheduler_output(3, final=True)
     assert [len(ids) for ids in out.decode_ids] == [es.FINAL_TOKENS] * 3  # every token at once
     assert all(reason == {"type": "length", "length": es.FINAL_TOKENS} for reason in out.finished_reasons)
     text = es.detokenizer_output(3, final=True)

@@ -62,13 +62,15 @@ def _stats(rid: str, i: int) -> Any:
     return stats
 
 
-def scheduler_output(n: int, input_len: int = 1024, generated: int = 10, final: bool = False) -> Any:
+def scheduler_output(n: int, input_len: int = 1024, generated: Optional[int] = None, final: bool = False) -> Any:
     """One decode step's BatchTokenIDOutput for n requests, by Scheduler._batch_output. final: the
     output of n requests answered as one JSON, which the scheduler sends once, when they finish:
-    every generated token, the finish reason."""
+    every generated token (FINAL_TOKENS unless `generated` says; a step: 10 so far), the finish reason."""
     from reference_impl.engine.scheduler import Req, Scheduler
     from reference_impl.io_struct import SamplingParams
 
+    if generated is None:
+        generated = FINAL_TOKENS if final else 10
     reqs = []
     for i in range(n):
         req = Req(rid=f"req-{i:08x}", input_ids=list(range(input_len)), params=SamplingParams(max_new_tokens=200),
@@ -90,8 +92,7 @@ def detokenizer_output(n: int, final: bool = False) -> Any:
     from reference_impl.engine.detokenizer import Detokenizer
     from reference_impl.engine.tokenizer import ByteTokenizer
 
-    step = scheduler_output(n, generated=FINAL_TOKENS, final=True) if final else scheduler_output(n)
-    received = codec.decode(codec.encode(step, "msgpack"), "msgpack", allow_pickle=True)
+    received = codec.decode(codec.encode(scheduler_output(n, final=final), "msgpack"), "msgpack", allow_pickle=True)
     detok = types.SimpleNamespace(states={}, tokenizer=ByteTokenizer(), tracing=types.SimpleNamespace(enabled=False))
     detok._text_delta = types.MethodType(Detokenizer._text_delta, detok)
     return Detokenizer.detokenize(detok, received)  # type: ignore[arg-type]
@@ -224,7 +225,7 @@ def samples(sizes: tuple[int, ...] = SIZES) -> list[tuple[str, Callable[[Any], A
     # Requests answered as one JSON get a single output, when they finish: all their tokens at once.
     n = max(sizes)
     out.append((f"engine final BatchTokenIDOutput x{n}",
-                lambda classes: scheduler_output(n, generated=FINAL_TOKENS, final=True), ("reference",)))
+                lambda classes: scheduler_output(n, final=True), ("reference",)))
     out.append((f"engine final BatchStrOutput x{n}", lambda classes: detokenizer_output(n, final=True), ("reference",)))
     return out
 
