@@ -644,7 +644,10 @@ def _wrk_summary(w: Any, input_len: int, output_len: int, sent: int) -> dict:
             "e2e_ms": dict(w.latency_ms) if w.latency_ms else dict(nan)}
 
 
-def wait_idle(url: str, timeout: float = 60.0, poll_timeout: float = 5.0) -> bool:
+IDLE_WAIT_S = 60.0  # how long a round's end waits for the server to finish the requests wrk cut off
+
+
+def wait_idle(url: str, timeout: float = IDLE_WAIT_S, poll_timeout: float = 5.0) -> bool:
     """Until the server holds no request (wrk leaves its last ones in flight; the server aborts
     them), at most `timeout` s: True once idle (or gone, or not saying: nothing to wait for),
     False at the deadline. A server too busy to answer a poll within `poll_timeout` is not idle
@@ -668,7 +671,8 @@ def wait_idle(url: str, timeout: float = 60.0, poll_timeout: float = 5.0) -> boo
 
 def _settle(url: str, transport: str, say: Callable[[str], None]) -> None:
     if not wait_idle(url):
-        say(f"the {transport} server still held requests 60 s after its round; the next round runs beside them")
+        say(f"the {transport} server still held requests {IDLE_WAIT_S:g} s after its round; "
+            "the next round runs beside them")
 
 
 def run(s: Settings, log: Optional[Callable[[str], None]] = None) -> dict:
