@@ -564,6 +564,12 @@ def test_bench_codec_unknown_implementation_is_a_clean_error(capsys):
     assert "unknown implementation" in capsys.readouterr().err
 
 
+def test_bench_codec_payload_that_names_nothing_is_a_clean_error(capsys):
+    assert cli_main(["bench", "codec", "--impl", "reference", "--payload", "no such payload", "--quiet"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "'no such payload' names no payload" in line and "BatchTokenIDOutput x1024" in line
+
+
 def test_a_server_that_exits_at_start_says_why():
     """A started server logs to a file (not a pipe nobody reads during the rounds); when it exits
     before it is ready, the error carries the end of that log."""

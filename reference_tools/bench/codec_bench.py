@@ -254,7 +254,11 @@ def run(impl: str = "auto", payload_filter: Sequence[str] = (), reps: int = 15, 
     tps = transports(impls)
     payloads = default_payloads(max_tensor_bytes, tiny=tiny)
     if payload_filter:
+        names = [p.name for p in payloads]
         payloads = [p for p in payloads if any(f.lower() in p.name.lower() for f in payload_filter)]
+        if not payloads:
+            raise ValueError(f"--payload {' / '.join(map(repr, payload_filter))} names no payload; "
+                             f"the payloads: {', '.join(names)}")
     results = []
     for payload in payloads:
         if progress:
